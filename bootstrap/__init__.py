@@ -1,0 +1,1 @@
+"""The operator CLI: `python -m bootstrap <verb>` (plan, size, nccl-report)."""

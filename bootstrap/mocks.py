@@ -1,0 +1,361 @@
+"""Run the real Pulumi program under Pulumi's mock runtime.
+
+One implementation for the offline plan and the tests: `run_program()` sets
+up a fresh event loop, mock monitor and stack config, runs `__main__.py` (or
+any callable), and returns every registration with its parent, options and
+dependencies. `GpuClusterMocks` answers resources and invokes with realistic
+fake values (camelCase keys, as the engine returns them). The fakes live
+here and in tests only; nothing in components/ knows about them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import gzip
+import hashlib
+import json
+import runpy
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pulumi
+from pulumi.runtime import mocks as pulumi_mocks
+from pulumi.runtime import rpc
+from pulumi.runtime.stack import run_pulumi_func
+from pulumi.runtime.sync_await import _sync_await
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+ACCOUNT_ID = "123456789012"
+DEPLOYER_ROLE = f"arn:aws:iam::{ACCOUNT_ID}:role/gpucluster-deployer"
+
+
+def _hex(*parts: str, n: int = 17) -> str:
+    return hashlib.sha256("/".join(parts).encode()).hexdigest()[:n]
+
+
+@dataclass
+class Registration:
+    urn: str
+    type: str
+    name: str
+    parent: str
+    custom: bool
+    inputs: dict[str, Any]
+    outputs: dict[str, Any] = field(default_factory=dict)
+    id: str = ""
+    dependencies: list[str] = field(default_factory=list)
+    protect: bool = False
+    retain_on_delete: bool = False
+    ignore_changes: list[str] = field(default_factory=list)
+    provider: str = ""
+    component_outputs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Recording:
+    resources: list[Registration]
+    stack_outputs: dict[str, Any]
+    secret_outputs: set[str]
+    logs: list[tuple[str, str]]
+
+    def of_type(self, type_: str) -> list[Registration]:
+        return [r for r in self.resources if r.type == type_]
+
+    def named(self, name: str) -> Registration:
+        matches = [r for r in self.resources if r.name == name]
+        if len(matches) != 1:
+            raise KeyError(f"{len(matches)} resources named {name!r}")
+        return matches[0]
+
+    def by_urn(self, urn: str) -> Registration:
+        return next(r for r in self.resources if r.urn == urn)
+
+    def depends_on(self, res: Registration, other: Registration) -> bool:
+        """True when `res` waits for `other`, directly or through any chain."""
+        seen, todo = set(), list(res.dependencies)
+        while todo:
+            urn = todo.pop()
+            if urn == other.urn:
+                return True
+            if urn in seen:
+                continue
+            seen.add(urn)
+            dep = next((r for r in self.resources if r.urn == urn), None)
+            if dep is not None:
+                todo.extend(dep.dependencies)
+                # A component waits for its children.
+                todo.extend(r.urn for r in self.resources if r.parent == urn)
+        return False
+
+
+class RecordingMonitor(pulumi_mocks.MockMonitor):
+    """The mock monitor, keeping what the stock one throws away."""
+
+    def __init__(self, mocks: pulumi_mocks.Mocks):
+        super().__init__(mocks)
+        self.registrations: list[Registration] = []
+        self.outputs_by_urn: dict[str, dict[str, Any]] = {}
+
+    def RegisterResource(self, request):
+        response = super().RegisterResource(request)
+        if request.type == "pulumi:pulumi:Stack":
+            return response
+        reg = self.resources[response.urn]
+        self.registrations.append(Registration(
+            urn=response.urn,
+            type=request.type,
+            name=request.name,
+            parent=request.parent,
+            custom=bool(request.custom),
+            inputs=rpc.deserialize_properties(request.object),
+            outputs=dict(reg.state),
+            id=reg.id or "",
+            dependencies=list(request.dependencies),
+            protect=bool(request.protect),
+            retain_on_delete=bool(request.retainOnDelete),
+            ignore_changes=list(request.ignoreChanges),
+            provider=request.provider,
+        ))
+        return response
+
+    def RegisterResourceOutputs(self, request):
+        pulumi_mocks._ensure_event_loop()
+        self.outputs_by_urn[request.urn] = rpc.deserialize_properties(request.outputs)
+        return super().RegisterResourceOutputs(request)
+
+
+class _LogCatcher:
+    def __init__(self):
+        self.records: list[tuple[str, str]] = []
+
+    def __getattr__(self, level):
+        def log(message, *args, **kwargs):
+            if level != "debug":
+                self.records.append((level, str(message)))
+        return log
+
+
+def _moto_offerings(region: str) -> dict[str, list[str]] | None:
+    """AWS's instance-type offerings per AZ as shipped in moto, if installed."""
+    try:
+        import moto
+    except ImportError:
+        return None
+    path = Path(moto.__file__).parent / "ec2/resources/instance_type_offerings/availability-zone" / f"{region}.json.gz"
+    if not path.exists():
+        return None
+    by_az: dict[str, list[str]] = {}
+    with gzip.open(path) as f:
+        rows = json.load(f)
+    for row in rows:
+        by_az.setdefault(row["Location"], []).append(row["InstanceType"])
+    return by_az
+
+
+class GpuClusterMocks(pulumi_mocks.Mocks):
+    """Realistic fake answers for the AWS and Kubernetes calls we make."""
+
+    def __init__(self, region: str = "us-east-1", zones: int = 6):
+        self.region = region
+        self.zones = [f"{region}{c}" for c in "abcdef"[:zones]]
+        self.offerings = _moto_offerings(region)
+
+    # -- invokes -------------------------------------------------------------
+
+    def call(self, args: pulumi_mocks.MockCallArgs):
+        token, a = args.token, args.args
+        if token == "aws:index/getCallerIdentity:getCallerIdentity":
+            return {"accountId": ACCOUNT_ID, "userId": "AROAEXAMPLE:deployer",
+                    "arn": f"arn:aws:sts::{ACCOUNT_ID}:assumed-role/gpucluster-deployer/ci", "id": ACCOUNT_ID}
+        if token == "aws:iam/getSessionContext:getSessionContext":
+            return {"arn": a.get("arn"), "issuerArn": DEPLOYER_ROLE, "issuerId": "AROAEXAMPLE",
+                    "issuerName": "gpucluster-deployer", "sessionName": "ci"}
+        if token == "aws:index/getPartition:getPartition":
+            return {"partition": "aws", "dnsSuffix": "amazonaws.com", "id": "aws"}
+        if token == "aws:index/getRegion:getRegion":
+            return {"region": self.region, "name": self.region, "id": self.region}
+        if token == "aws:index/getAvailabilityZones:getAvailabilityZones":
+            return {"names": self.zones, "zoneIds": [f"use1-az{i + 1}" for i in range(len(self.zones))],
+                    "id": self.region, "state": "available"}
+        if token == "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings":
+            return self._offerings(a)
+        if token == "aws:eks/getAddonVersion:getAddonVersion":
+            return {"addonName": a.get("addonName"), "kubernetesVersion": a.get("kubernetesVersion"),
+                    "version": _ADDON_VERSIONS.get(a.get("addonName"), "v1.0.0-eksbuild.1"),
+                    "id": a.get("addonName")}
+        if token == "aws:ssm/getParameter:getParameter":
+            name = a.get("name", "")
+            value = "1.33.5-20251120" if name.endswith("release_version") else "ami-0" + _hex(name, n=16)
+            return {"name": name, "value": value, "type": "String", "id": name, "arn": f"arn:aws:ssm:{name}"}
+        return {}
+
+    def _offerings(self, a: dict[str, Any]):
+        wanted: list[str] = []
+        for f in a.get("filters") or []:
+            if f.get("name") == "instance-type":
+                wanted = list(f.get("values") or [])
+        locations, types = [], []
+        for az in self.zones:
+            offered = self.offerings.get(az, []) if self.offerings is not None else wanted
+            for t in wanted:
+                if t in offered:
+                    locations.append(az)
+                    types.append(t)
+        return {"locations": locations, "instanceTypes": types,
+                "locationTypes": ["availability-zone"] * len(types), "id": self.region}
+
+    # -- resources -----------------------------------------------------------
+
+    def new_resource(self, args: pulumi_mocks.MockResourceArgs):
+        t, name, inputs = args.typ, args.name, dict(args.inputs)
+        h = _hex(t, name)
+        arn_name = inputs.get("name") or name
+        out: dict[str, Any] = dict(inputs)
+        rid = f"{name}-{h[:8]}"
+        if t.startswith("aws:"):
+            service = t.split(":")[1].split("/")[0]
+            out.setdefault("arn", f"arn:aws:{service}:{self.region}:{ACCOUNT_ID}:{t.split(':')[-1].lower()}/{arn_name}")
+        if t == "aws:ec2/vpc:Vpc":
+            rid = f"vpc-{h}"
+            out["defaultSecurityGroupId"] = f"sg-{_hex(h, 'default')}"
+        elif t == "aws:ec2/subnet:Subnet":
+            rid = f"subnet-{h}"
+        elif t == "aws:ec2/securityGroup:SecurityGroup":
+            rid = f"sg-{h}"
+        elif t == "aws:ec2/internetGateway:InternetGateway":
+            rid = f"igw-{h}"
+        elif t == "aws:ec2/natGateway:NatGateway":
+            rid = f"nat-{h}"
+        elif t == "aws:ec2/eip:Eip":
+            rid = f"eipalloc-{h}"
+            out["publicIp"] = f"198.51.100.{int(h[:2], 16) % 250 + 1}"
+        elif t == "aws:ec2/routeTable:RouteTable":
+            rid = f"rtb-{h}"
+        elif t == "aws:ec2/vpcEndpoint:VpcEndpoint":
+            rid = f"vpce-{h}"
+        elif t == "aws:ec2/launchTemplate:LaunchTemplate":
+            rid = f"lt-{h}"
+            out["latestVersion"] = 1
+            out["defaultVersion"] = 1
+        elif t == "aws:ec2/placementGroup:PlacementGroup":
+            rid = inputs.get("name", name)
+            out["placementGroupId"] = f"pg-{h}"
+        elif t == "aws:iam/role:Role":
+            role = inputs.get("name") or f"{name}-{h[:7]}"
+            rid = role
+            out.update(name=role, arn=f"arn:aws:iam::{ACCOUNT_ID}:role/{role}", uniqueId=f"AROA{h.upper()}")
+        elif t == "aws:iam/policy:Policy":
+            out["arn"] = f"arn:aws:iam::{ACCOUNT_ID}:policy/{arn_name}"
+        elif t == "aws:kms/key:Key":
+            rid = f"{h[:8]}-{h[8:12]}-{_hex(h, '1', n=4)}-{_hex(h, '2', n=4)}-{_hex(h, '3', n=12)}"
+            out.update(keyId=rid, arn=f"arn:aws:kms:{self.region}:{ACCOUNT_ID}:key/{rid}")
+        elif t == "aws:eks/cluster:Cluster":
+            cluster = inputs.get("name") or name
+            rid = cluster
+            vpc = dict(inputs.get("vpcConfig") or {})
+            vpc.update(clusterSecurityGroupId=f"sg-{_hex(h, 'cluster')}", vpcId="vpc-mock")
+            out.update(
+                name=cluster,
+                arn=f"arn:aws:eks:{self.region}:{ACCOUNT_ID}:cluster/{cluster}",
+                endpoint=f"https://{h.upper()}.gr7.{self.region}.eks.amazonaws.com",
+                certificateAuthority={"data": base64.b64encode(b"-----BEGIN CERTIFICATE-----mock").decode()},
+                vpcConfig=vpc,
+                identities=[{"oidcs": [{"issuer": f"https://oidc.eks.{self.region}.amazonaws.com/id/{h.upper()}"}]}],
+                platformVersion="eks.1", status="ACTIVE", version=inputs.get("version"),
+            )
+        elif t == "aws:eks/nodeGroup:NodeGroup":
+            ng = inputs.get("nodeGroupName") or name
+            rid = f"{inputs.get('clusterName')}:{ng}"
+            out.update(nodeGroupName=ng, status="ACTIVE",
+                       resources=[{"autoscalingGroups": [{"name": f"eks-{ng}-{_hex(h, 'asg', n=8)}"}],
+                                   "remoteAccessSecurityGroupId": ""}])
+        elif t == "aws:fsx/lustreFileSystem:LustreFileSystem":
+            rid = f"fs-{h}"
+            out.update(dnsName=f"{rid}.fsx.{self.region}.amazonaws.com", mountName=h[:8],
+                       networkInterfaceIds=[f"eni-{_hex(h, 'eni', n=17)}"])
+        elif t == "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation":
+            rid = f"dra-{h}"
+            out["associationId"] = rid
+        elif t == "aws:s3/bucket:Bucket":
+            bucket = inputs.get("bucket") or f"{name}-{h[:8]}"
+            rid = bucket
+            out.update(bucket=bucket, arn=f"arn:aws:s3:::{bucket}",
+                       bucketRegionalDomainName=f"{bucket}.s3.{self.region}.amazonaws.com")
+        elif t == "random:index/randomId:RandomId":
+            n = int(inputs.get("byteLength", 4))
+            out.update(hex=h[: 2 * n], b64Url=base64.urlsafe_b64encode(bytes.fromhex(h[: 2 * n])).decode().rstrip("="))
+            rid = out["b64Url"]
+        elif t == "random:index/randomString:RandomString":
+            n = int(inputs.get("length", 8))
+            out["result"] = (h * 4)[:n]
+            rid = out["result"]
+        elif t.startswith("kubernetes:"):
+            meta = dict(inputs.get("metadata") or {})
+            meta.setdefault("name", name)
+            out["metadata"] = meta
+            rid = f"{meta.get('namespace', '')}/{meta['name']}".lstrip("/")
+        return rid, out
+
+
+# Plausible add-on versions for the mocks (the real program resolves them
+# with eks.get_addon_version for the cluster's Kubernetes version).
+_ADDON_VERSIONS = {
+    "vpc-cni": "v1.20.4-eksbuild.1",
+    "kube-proxy": "v1.33.3-eksbuild.6",
+    "coredns": "v1.12.2-eksbuild.4",
+    "eks-pod-identity-agent": "v1.3.8-eksbuild.2",
+    "eks-node-monitoring-agent": "v1.4.0-eksbuild.2",
+    "aws-fsx-csi-driver": "v1.5.0-eksbuild.1",
+}
+
+
+def run_program(raw_config: dict[str, str], stack: str, project: str = "gpucluster",
+                program: Callable[[], Any] | None = None, region: str | None = None) -> Recording:
+    """Run `program` (default: the project's __main__.py) under mocks."""
+    region = region or raw_config.get("aws:region") or "us-east-1"
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    mocks = GpuClusterMocks(region)
+    monitor = RecordingMonitor(mocks)
+    logs = _LogCatcher()
+    pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=False, monitor=monitor,
+                             logger=logs)
+    pulumi.runtime.set_all_config(dict(raw_config))
+    if program is None:
+        program = _main_program
+    exported: dict[str, Any] = {}
+    secret_keys: set[str] = set()
+
+    def run_and_collect() -> None:
+        program()
+        root = pulumi.runtime.get_root_resource()
+        for key, value in dict(getattr(root, "outputs", {})).items():
+            out = pulumi.Output.from_input(value)
+            exported[key] = _sync_await(out.future())
+            if _sync_await(out.is_secret()):
+                secret_keys.add(key)
+
+    try:
+        pulumi_mocks.SETTINGS.rpc_manager.clear()
+        pulumi_mocks.SETTINGS.outputs.clear()
+        _sync_await(run_pulumi_func(run_and_collect))
+    finally:
+        pulumi.runtime.reset_options()
+        pulumi.runtime.set_all_config({})
+        asyncio.set_event_loop(None)
+        loop.close()
+
+    resources = monitor.registrations
+    for r in resources:
+        r.component_outputs = monitor.outputs_by_urn.get(r.urn, {})
+    return Recording(resources=resources, stack_outputs=exported, secret_outputs=secret_keys, logs=logs.records)
+
+
+def _main_program() -> None:
+    if str(PROJECT_DIR) not in sys.path:
+        sys.path.insert(0, str(PROJECT_DIR))
+    runpy.run_path(str(PROJECT_DIR / "__main__.py"), run_name="__main__")

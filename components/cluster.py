@@ -1,0 +1,202 @@
+"""Cluster: the EKS control plane, its access, add-ons, system nodes and k8s Provider."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from components import iam
+from components.config import EKS_STANDARD_VERSIONS, StackConfig
+
+ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
+LOG_TYPES = ("api", "audit", "authenticator")
+LOG_RETENTION_DAYS = 90
+
+# Managed add-ons installed before any node joins (the CNI, kube-proxy and the
+# Pod Identity agent are DaemonSets that nodes need to become Ready) and after
+# the system nodes exist (Deployments that need somewhere to run).
+# EKS User Guide, "Amazon EKS add-ons".
+ADDONS_BEFORE_NODES = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")
+ADDONS_AFTER_NODES = ("coredns", "eks-node-monitoring-agent")
+SYSTEM_NODE_LABEL = {"gpucluster.io/role": "system"}
+
+
+def admin_principals(configured: tuple[str, ...] | list[str], deployer: str | None) -> list[str]:
+    """The configured admins plus the deploying identity, each once, in order."""
+    out: list[str] = []
+    for arn in [*configured, *([deployer] if deployer else [])]:
+        if arn not in out:
+            out.append(arn)
+    return out
+
+
+def principal_slug(arn: str) -> str:
+    """A short, stable resource-name part for an IAM principal."""
+    last = re.sub(r"[^a-z0-9-]", "-", arn.rsplit("/", 1)[-1].lower())[:24].strip("-")
+    return f"{last}-{hashlib.sha256(arn.encode()).hexdigest()[:6]}"
+
+
+def kubeconfig(cluster_name: str, endpoint: str, ca_data: str, region: str) -> dict:
+    """A kubeconfig that authenticates with `aws eks get-token` (no static secret)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": cluster_name, "cluster": {"server": endpoint, "certificate-authority-data": ca_data}}],
+        "contexts": [{"name": cluster_name, "context": {"cluster": cluster_name, "user": cluster_name}}],
+        "current-context": cluster_name,
+        "users": [{
+            "name": cluster_name,
+            "user": {"exec": {
+                "apiVersion": "client.authentication.k8s.io/v1beta1",
+                "command": "aws",
+                "args": ["eks", "get-token", "--cluster-name", cluster_name, "--region", region,
+                         "--output", "json"],
+                "interactiveMode": "Never",
+            }},
+        }],
+    }
+
+
+def support_type(version: str) -> str:
+    """Stay on standard support where the version has it; extended costs 6x."""
+    return "STANDARD" if version in EKS_STANDARD_VERSIONS else "EXTENDED"
+
+
+@dataclass(frozen=True)
+class ClusterArgs:
+    config: StackConfig
+    vpc_id: pulumi.Input[str]
+    subnet_ids: list[pulumi.Input[str]]
+    deployer_arn: str | None  # the IAM role or user running `pulumi up`
+
+
+class Cluster(pulumi.ComponentResource):
+    """EKS with API access entries, KMS-encrypted secrets, logs, add-ons and system nodes."""
+
+    name: pulumi.Output[str]
+    endpoint: pulumi.Output[str]
+    cluster_security_group_id: pulumi.Output[str]
+    node_role: aws.iam.Role
+    provider: k8s.Provider
+    kubeconfig: pulumi.Output[str]
+    version: str
+    system_nodes: aws.eks.NodeGroup
+    core_addons: list[aws.eks.Addon]
+
+    def __init__(self, name: str, args: ClusterArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpucluster:index:Cluster", name, None, opts)
+        cfg = args.config
+        tags = cfg.tags
+        child = pulumi.ResourceOptions(parent=self)
+        self.version = cfg.kubernetes_version
+
+        role, role_policies = iam.service_role(f"{name}-role", "eks.amazonaws.com", [iam.EKS_CLUSTER_POLICY],
+                                               tags, self)
+        key = aws.kms.Key(f"{name}-secrets-key", description=f"EKS secrets envelope encryption for {cfg.cluster_name}",
+                          enable_key_rotation=True, deletion_window_in_days=30, tags=tags, opts=child)
+        aws.kms.Alias(f"{name}-secrets-key-alias", name=f"alias/{cfg.cluster_name}-eks-secrets",
+                      target_key_id=key.key_id, opts=child)
+        # Created first so EKS writes into a group with a retention we chose.
+        log_group = aws.cloudwatch.LogGroup(f"{name}-logs", name=f"/aws/eks/{cfg.cluster_name}/cluster",
+                                            retention_in_days=LOG_RETENTION_DAYS, tags=tags, opts=child)
+
+        public = bool(cfg.public_access_cidrs)
+        cluster = aws.eks.Cluster(
+            f"{name}-eks",
+            name=cfg.cluster_name,
+            version=cfg.kubernetes_version,
+            role_arn=role.arn,
+            vpc_config={
+                "subnet_ids": args.subnet_ids,
+                "endpoint_private_access": True,
+                "endpoint_public_access": public,
+                **({"public_access_cidrs": list(cfg.public_access_cidrs)} if public else {}),
+            },
+            access_config={"authentication_mode": "API", "bootstrap_cluster_creator_admin_permissions": False},
+            encryption_config={"provider": {"key_arn": key.arn}, "resources": ["secrets"]},
+            enabled_cluster_log_types=list(LOG_TYPES),
+            # We install the managed add-ons ourselves, pinned per version.
+            bootstrap_self_managed_addons=False,
+            upgrade_policy={"support_type": support_type(cfg.kubernetes_version)},
+            tags=tags,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[log_group, *role_policies]),
+        )
+
+        for arn in admin_principals(cfg.admin_principal_arns, args.deployer_arn):
+            slug = principal_slug(arn)
+            entry = aws.eks.AccessEntry(f"{name}-admin-{slug}", cluster_name=cluster.name, principal_arn=arn,
+                                        type="STANDARD", tags=tags, opts=child)
+            aws.eks.AccessPolicyAssociation(f"{name}-admin-{slug}-policy", cluster_name=cluster.name,
+                                            principal_arn=entry.principal_arn, policy_arn=ADMIN_POLICY,
+                                            access_scope={"type": "cluster"}, opts=child)
+
+        # Nodes get only what kubelet needs; the CNI's permissions go to its own
+        # Pod Identity role instead of every node.
+        self.node_role, node_policies = iam.service_role(f"{name}-node-role", "ec2.amazonaws.com",
+                                                         iam.NODE_POLICIES, tags, self)
+        cni_role, _ = iam.service_role(f"{name}-vpc-cni-role", "pods.eks.amazonaws.com", [iam.CNI_POLICY],
+                                       tags, self)
+
+        def addon(addon_name: str, depends_on: list[pulumi.Resource], **extra) -> aws.eks.Addon:
+            version = aws.eks.get_addon_version(addon_name=addon_name, kubernetes_version=cfg.kubernetes_version,
+                                                most_recent=True).version
+            return aws.eks.Addon(f"{name}-{addon_name}", cluster_name=cluster.name, addon_name=addon_name,
+                                 addon_version=version, resolve_conflicts_on_create="OVERWRITE",
+                                 resolve_conflicts_on_update="PRESERVE", tags=tags,
+                                 opts=pulumi.ResourceOptions(parent=self, depends_on=depends_on), **extra)
+
+        pod_identity_agent = addon("eks-pod-identity-agent", [])
+        self.core_addons = [
+            addon("vpc-cni", [pod_identity_agent], pod_identity_associations=[
+                {"role_arn": cni_role.arn, "service_account": "aws-node"}]),
+            addon("kube-proxy", []),
+            pod_identity_agent,
+        ]
+
+        sys_cfg = cfg.system_nodes
+        self.system_nodes = aws.eks.NodeGroup(
+            f"{name}-system-nodes",
+            cluster_name=cluster.name,
+            node_group_name=f"{cfg.cluster_name}-system",
+            version=cfg.kubernetes_version,
+            node_role_arn=self.node_role.arn,
+            subnet_ids=args.subnet_ids,
+            instance_types=[sys_cfg.instance_type],
+            ami_type="AL2023_x86_64_STANDARD",
+            capacity_type="ON_DEMAND",
+            disk_size=sys_cfg.disk_size_gib,
+            scaling_config={"min_size": sys_cfg.count, "desired_size": sys_cfg.count, "max_size": sys_cfg.count},
+            update_config={"max_unavailable": 1},
+            labels=SYSTEM_NODE_LABEL,
+            tags=tags,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*self.core_addons, *node_policies]),
+        )
+        for addon_name in ADDONS_AFTER_NODES:
+            self.core_addons.append(addon(addon_name, [self.system_nodes]))
+
+        self.name = cluster.name
+        self.endpoint = cluster.endpoint
+        self.cluster_security_group_id = cluster.vpc_config.cluster_security_group_id
+        self.oidc_issuer = cluster.identities[0].oidcs[0].issuer
+        self.kubeconfig = pulumi.Output.secret(pulumi.Output.all(
+            cluster.name, cluster.endpoint, cluster.certificate_authority.data,
+        ).apply(lambda a: json.dumps(kubeconfig(a[0], a[1], a[2], cfg.region))))
+        self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=self.kubeconfig, enable_server_side_apply=True,
+                                     opts=child)
+        self.training_namespace = k8s.core.v1.Namespace(
+            f"{name}-training-ns", metadata={"name": cfg.training_namespace,
+                                             "labels": {"app.kubernetes.io/part-of": "gpucluster"}},
+            opts=pulumi.ResourceOptions(parent=self, provider=self.provider))
+        self.register_outputs({
+            "clusterName": self.name,
+            "endpoint": self.endpoint,
+            "clusterSecurityGroupId": self.cluster_security_group_id,
+            "nodeRoleArn": self.node_role.arn,
+            "kubeconfig": self.kubeconfig,
+        })

@@ -1,0 +1,151 @@
+"""NCCL / libfabric environment presets per instance type, and the all_reduce bandwidth to expect.
+
+Pure data and functions, no Pulumi. The TrainingJob launcher starts from
+`preset_env(instance_type)` and lays the job's own `env` over it with
+`merge_env`; `bootstrap nccl-report` judges an nccl-tests run against
+`expected_busbw_gbps`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from components import catalog
+
+# Settings of the nccl-tests MPIJob for p5 in aws-samples/awsome-distributed-training
+# (micro-benchmarks/nccl-tests/kubernetes/nccl-tests.yaml; FACTS.md "Launcher settings
+# that work on EKS + EFA").
+EFA_ENV: dict[str, str] = {
+    "FI_PROVIDER": "efa",  # never let libfabric pick a slower provider (tcp, sockets)
+    "FI_EFA_FORK_SAFE": "1",  # data loaders fork; libfabric must tolerate it
+    "NCCL_DEBUG": "INFO",  # default so NET/OFI vs NET/Socket shows in the log; a job may lower it
+    "NCCL_BUFFSIZE": "8388608",
+    "NCCL_P2P_NET_CHUNKSIZE": "524288",
+    # aws-ofi-nccl's tuner, at the path the awsome-distributed-training image installs it
+    # (aws-ofi-nccl built with --prefix=/opt/aws-ofi-nccl/install in nccl-tests.Dockerfile).
+    "NCCL_TUNER_PLUGIN": "/opt/aws-ofi-nccl/install/lib/libnccl-ofi-tuner.so",
+}
+
+# Exclusion form: bootstrap over whatever interface the pod has, never loopback or
+# docker bridges (awsome-distributed-training images set NCCL_SOCKET_IFNAME=^docker,lo,veth;
+# FACTS.md quotes ^lo for PyTorch jobs).
+SOCKET_IFNAME_EXCLUDE = "^lo,docker"
+
+# GPUDirect RDMA must be switched on by hand on P4d/P4de only; on P5 and newer
+# aws-ofi-nccl enables it itself and the variable stays unset (FACTS.md,
+# awsome-distributed-training PyTorch examples).
+DEVICE_RDMA_FAMILIES = frozenset({"p4d", "p4de"})
+
+# Knobs users bring from older recipes (Horovod, TF 1.x, plain NCCL over sockets).
+# They are accepted in a job's env as plain overrides with no special meaning here:
+# merge_env lays them over the preset like any other key.
+CLASSIC_OVERRIDES = (
+    "NCCL_SOCKET_IFNAME",
+    "NCCL_IB_DISABLE",
+    "NCCL_BUFFSIZE",
+    "HOROVOD_FUSION_THRESHOLD",
+    "TF_ENABLE_AUTO_MIXED_PRECISION",
+)
+
+# nccl-report passes a run when its peak all_reduce bus bandwidth reaches this
+# share of the expected value: run-to-run spread on a healthy pair of nodes is a
+# few percent, a broken rail or a socket fallback costs far more.
+BUSBW_PASS_FRACTION = 0.8
+
+GIB = 2**30
+
+
+@dataclass(frozen=True)
+class BusbwReference:
+    """Expected nccl-tests all_reduce bus bandwidth (GB/s) of 2 nodes, at a message size."""
+
+    gbps: float
+    size_bytes: int
+    estimate: bool  # True: scaled from a measured type, not measured itself
+    source: str
+
+
+# Measured: aws-samples/awsome-distributed-training micro-benchmarks/nccl-tests/README.md
+# "Results" (FACTS.md "Expected nccl-tests all_reduce bus bandwidth").
+_MEASURED = {
+    "p5.48xlarge": BusbwReference(487.0, 16 * GIB, False,
+                                  "awsome-distributed-training nccl-tests README, 2x p5.48xlarge"),
+    "p4de.24xlarge": BusbwReference(78.0, 2 * GIB, False,
+                                    "awsome-distributed-training nccl-tests README, 2x p4de.24xlarge"),
+}
+# p4d has the same fabric as p4de (4x 100 Gbps EFA, same A100 NVSwitch board; FACTS.md
+# instance table): the same bus bandwidth. Only GPU memory differs.
+_MEASURED["p4d.24xlarge"] = BusbwReference(78.0, 2 * GIB, False,
+                                           "same fabric as p4de.24xlarge (4x 100 Gbps EFA)")
+
+
+def preset_env(instance_type: str) -> dict[str, str]:
+    """The NCCL/libfabric environment for `instance_type`; KeyError if it is not in the catalog."""
+    itype = catalog.get(instance_type)
+    if not itype.efa_supported:
+        # Single-GPU or socket-only types: no libfabric at all, and NCCL_NET is not
+        # forced, so NCCL uses its own socket (or no) transport.
+        return {"NCCL_SOCKET_IFNAME": SOCKET_IFNAME_EXCLUDE, "NCCL_DEBUG": "INFO"}
+    env = dict(EFA_ENV)
+    env["NCCL_SOCKET_IFNAME"] = SOCKET_IFNAME_EXCLUDE
+    if itype.family in DEVICE_RDMA_FAMILIES:
+        env["FI_EFA_USE_DEVICE_RDMA"] = "1"
+    return env
+
+
+def merge_env(preset: Mapping[str, str],
+              overrides: Mapping[str, str | int | float | None] | None) -> dict[str, str]:
+    """`preset` with `overrides` laid over it: overrides win; None or "" removes the preset's key."""
+    env = dict(preset)
+    for key, value in (overrides or {}).items():
+        if value is None or value == "":
+            env.pop(key, None)
+        elif isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise TypeError(f"env {key}: got {value!r}; values must be strings or numbers")
+        else:
+            env[key] = str(value)
+    return env
+
+
+def busbw_reference(instance_type: str) -> BusbwReference | None:
+    """Expected 2-node all_reduce bus bandwidth for `instance_type`; None without EFA.
+
+    Types nobody measured here are ESTIMATES: the measured reference with the
+    closest aggregate EFA bandwidth, scaled by the ratio of the two bandwidths
+    (per node, which is per GPU too: all these types have 8 GPUs). So p5e,
+    p5en and p6-b200 (3200 Gbps like p5) expect 487, p6-b300 (6400 Gbps)
+    about twice that, g6e.48xlarge (400 Gbps like p4d) about 78 and
+    g5.48xlarge (100 Gbps) about a quarter of it. PCIe-only boards (g5, g6e)
+    may fall short of the scaled figure inside the node.
+    """
+    itype = catalog.get(instance_type)
+    if not itype.efa_supported:
+        return None
+    if itype.name in _MEASURED:
+        return _MEASURED[itype.name]
+    ref_name = min(_MEASURED, key=lambda name: abs(catalog.get(name).network_gbps - itype.network_gbps))
+    ref = _MEASURED[ref_name]
+    scale = itype.network_gbps / catalog.get(ref_name).network_gbps
+    return BusbwReference(round(ref.gbps * scale, 1), ref.size_bytes, True,
+                          f"estimate: {ref_name} scaled by EFA bandwidth "
+                          f"{itype.network_gbps:g}/{catalog.get(ref_name).network_gbps:g} Gbps")
+
+
+def expected_busbw_gbps(instance_type: str) -> tuple[float, str] | None:
+    """(GB/s, message size such as "16 GiB") to expect from 2 nodes; None for types without EFA."""
+    ref = busbw_reference(instance_type)
+    if ref is None:
+        return None
+    return ref.gbps, format_bytes(ref.size_bytes)
+
+
+def format_bytes(size: int) -> str:
+    """Binary units as nccl-tests sizes are powers of two: 8 B, 512 KiB, 16 GiB."""
+    units = ("B", "KiB", "MiB", "GiB", "TiB")
+    value = float(size)
+    unit = 0
+    while value >= 1024 and unit < len(units) - 1:
+        value /= 1024
+        unit += 1
+    return f"{value:g} {units[unit]}"

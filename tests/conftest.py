@@ -1,0 +1,51 @@
+"""Shared fixtures: run the program (or one component) under Pulumi mocks."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bootstrap import mocks, stackfile  # noqa: E402
+from components import config  # noqa: E402
+
+
+def stack_raw(stack: str = "dev", overrides: dict[str, Any] | None = None,
+              drop: tuple[str, ...] = ()) -> dict[str, str]:
+    """A stack's raw engine config, with keys replaced (`gpucluster:jobs` -> value) or dropped."""
+    raw = stackfile.read_stack_config(stack, overrides=overrides)
+    for key in drop:
+        raw.pop(key, None)
+    return raw
+
+
+def stack_config(stack: str = "dev", overrides: dict[str, Any] | None = None) -> config.StackConfig:
+    return config.parse(stack_raw(stack, overrides), "gpucluster", stack)
+
+
+@pytest.fixture
+def run_stack() -> Callable[..., mocks.Recording]:
+    """Run __main__.py for a stack (optionally with config overrides) under mocks."""
+
+    def run(stack: str = "dev", overrides: dict[str, Any] | None = None) -> mocks.Recording:
+        return mocks.run_program(stack_raw(stack, overrides), stack)
+
+    return run
+
+
+@pytest.fixture
+def run_mocked() -> Callable[..., mocks.Recording]:
+    """Run any callable (e.g. one component) under mocks with a stack's config set."""
+
+    def run(program: Callable[[], Any], stack: str = "dev",
+            overrides: dict[str, Any] | None = None) -> mocks.Recording:
+        return mocks.run_program(stack_raw(stack, overrides), stack, program=program)
+
+    return run
