@@ -179,7 +179,7 @@ def judge(log: NcclLog, instance_type: str | None) -> dict:
     elif ref is None:
         notes.append(f"{itype.name} has no EFA: no bus bandwidth reference")
     else:
-        threshold = ref.gbps * nccl.BUSBW_PASS_FRACTION
+        threshold = round(ref.gbps * nccl.BUSBW_PASS_FRACTION, 2)
         if ref.estimate:
             notes.append(f"expected bandwidth is an estimate ({ref.source})")
         if peak is not None and peak < threshold:

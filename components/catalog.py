@@ -31,7 +31,15 @@ PEAK_BF16_TFLOPS = {
     "L4": 121.0,
 }
 
-PRICE_SOURCE = "https://aws.amazon.com/ec2/pricing/on-demand/ (us-east-1, Linux)"
+# On-demand Linux USD/hour in us-east-1, from the AWS Price List
+# (https://aws.amazon.com/ec2/pricing/on-demand/, AmazonEC2 offer file,
+# snapshot of 2026-09-24; P4/P5 after the June 2025 reduction announced at
+# https://aws.amazon.com/blogs/aws/announcing-up-to-45-price-reduction-for-amazon-ec2-nvidia-gpu-accelerated-instances/).
+PRICE_SOURCE = "https://aws.amazon.com/ec2/pricing/on-demand/ (us-east-1 Linux, price list 2026-09-24)"
+# p5e has no public on-demand rate in us-east-1 (Capacity Blocks only):
+# p5en's rate stands in. p6-b200/p6-b300 rates are us-west-2's.
+PRICE_SOURCE_P5E = "no us-east-1 on-demand rate (Capacity Blocks); p5en.48xlarge rate used as estimate"
+PRICE_SOURCE_P6 = "https://aws.amazon.com/ec2/pricing/on-demand/ (us-west-2 Linux, price list 2026-09-24)"
 
 
 @dataclass(frozen=True)
@@ -71,7 +79,8 @@ class InstanceType:
 
 
 def _t(name, vcpus, memory_gib, gpu_model, gpu_count, gpu_memory_gib, network_cards,
-       max_efa, efa_cards, network_gbps, local_nvme_gb, price, price_date) -> InstanceType:
+       max_efa, efa_cards, network_gbps, local_nvme_gb, price, price_date,
+       price_source=PRICE_SOURCE) -> InstanceType:
     return InstanceType(
         name=name,
         vcpus=vcpus,
@@ -85,7 +94,7 @@ def _t(name, vcpus, memory_gib, gpu_model, gpu_count, gpu_memory_gib, network_ca
         network_gbps=network_gbps,
         local_nvme_gb=local_nvme_gb,
         price_usd_per_hour=price,
-        price_source=PRICE_SOURCE,
+        price_source=price_source,
         price_date=price_date,
     )
 
@@ -93,24 +102,27 @@ def _t(name, vcpus, memory_gib, gpu_model, gpu_count, gpu_memory_gib, network_ca
 _ALL = range
 _TYPES = [
     # name, vCPU, GiB, GPU, n, GiB/GPU, cards, max EFA, EFA cards, Gbps, NVMe GB, $/h, price date
-    _t("p4d.24xlarge", 96, 1152, "A100", 8, 40.0, 4, 4, _ALL(4), 400, 8000, 21.96, "2025-06"),
-    _t("p4de.24xlarge", 96, 1152, "A100", 8, 80.0, 4, 4, _ALL(4), 400, 8000, 27.45, "2025-06"),
-    _t("p5.48xlarge", 192, 2048, "H100", 8, 80.0, 32, 32, _ALL(32), 3200, 30400, 55.04, "2025-06"),
-    _t("p5e.48xlarge", 192, 2048, "H200", 8, 141.0, 32, 32, _ALL(32), 3200, 30400, 60.90, "2025-06"),
-    _t("p5en.48xlarge", 192, 2048, "H200", 8, 141.0, 16, 16, _ALL(16), 3200, 30400, 63.30, "2025-06"),
-    _t("p6-b200.48xlarge", 192, 2048, "B200", 8, 179.06, 8, 8, _ALL(8), 3200, 30400, 113.93, "2025-06"),
+    _t("p4d.24xlarge", 96, 1152, "A100", 8, 40.0, 4, 4, _ALL(4), 400, 8000, 21.96, "2026-09"),
+    _t("p4de.24xlarge", 96, 1152, "A100", 8, 80.0, 4, 4, _ALL(4), 400, 8000, 27.447, "2026-09"),
+    _t("p5.48xlarge", 192, 2048, "H100", 8, 80.0, 32, 32, _ALL(32), 3200, 30400, 55.04, "2026-09"),
+    _t("p5e.48xlarge", 192, 2048, "H200", 8, 141.0, 32, 32, _ALL(32), 3200, 30400, 63.296, "2026-09",
+       PRICE_SOURCE_P5E),
+    _t("p5en.48xlarge", 192, 2048, "H200", 8, 141.0, 16, 16, _ALL(16), 3200, 30400, 63.296, "2026-09"),
+    _t("p6-b200.48xlarge", 192, 2048, "B200", 8, 179.06, 8, 8, _ALL(8), 3200, 30400, 113.93, "2026-09",
+       PRICE_SOURCE_P6),
     # p6-b300: card 0 is ENA-only; cards 1-16 carry the 16 EFA interfaces.
-    _t("p6-b300.48xlarge", 192, 4096, "B300", 8, 268.59, 17, 16, range(1, 17), 6400, 30400, 142.42, "2025-11"),
-    _t("g6e.48xlarge", 192, 1536, "L40S", 8, 44.7, 4, 4, _ALL(4), 400, 7600, 30.13, "2025-06"),
-    _t("g5.48xlarge", 192, 768, "A10G", 8, 22.35, 1, 1, _ALL(1), 100, 7600, 16.29, "2025-06"),
+    _t("p6-b300.48xlarge", 192, 4096, "B300", 8, 268.59, 17, 16, range(1, 17), 6400, 30400, 142.42, "2026-09",
+       PRICE_SOURCE_P6),
+    _t("g6e.48xlarge", 192, 1536, "L40S", 8, 44.7, 4, 4, _ALL(4), 400, 7600, 30.131, "2026-09"),
+    _t("g5.48xlarge", 192, 768, "A10G", 8, 22.35, 1, 1, _ALL(1), 100, 7600, 16.288, "2026-09"),
     # Cheap single-GPU types for dev stacks: no EFA, one network card.
-    _t("g6e.xlarge", 4, 32, "L40S", 1, 44.7, 1, 0, (), 20, 250, 1.861, "2025-06"),
-    _t("g6.xlarge", 4, 16, "L4", 1, 22.35, 1, 0, (), 10, 250, 0.8048, "2025-06"),
-    _t("g5.xlarge", 4, 16, "A10G", 1, 22.35, 1, 0, (), 10, 250, 1.006, "2025-06"),
+    _t("g6e.xlarge", 4, 32, "L40S", 1, 44.7, 1, 0, (), 20, 250, 1.861, "2026-09"),
+    _t("g6.xlarge", 4, 16, "L4", 1, 22.35, 1, 0, (), 10, 250, 0.8048, "2026-09"),
+    _t("g5.xlarge", 4, 16, "A10G", 1, 22.35, 1, 0, (), 10, 250, 1.006, "2026-09"),
     # System-node types (cluster add-ons, operators, autoscaler).
-    _t("m7i.large", 2, 8, None, 0, 0.0, 1, 0, (), 12.5, 0, 0.1008, "2025-06"),
-    _t("m7i.xlarge", 4, 16, None, 0, 0.0, 1, 0, (), 12.5, 0, 0.2016, "2025-06"),
-    _t("m7i.2xlarge", 8, 32, None, 0, 0.0, 1, 0, (), 12.5, 0, 0.4032, "2025-06"),
+    _t("m7i.large", 2, 8, None, 0, 0.0, 1, 0, (), 12.5, 0, 0.1008, "2026-09"),
+    _t("m7i.xlarge", 4, 16, None, 0, 0.0, 1, 0, (), 12.5, 0, 0.2016, "2026-09"),
+    _t("m7i.2xlarge", 8, 32, None, 0, 0.0, 1, 0, (), 12.5, 0, 0.4032, "2026-09"),
 ]
 
 CATALOG: dict[str, InstanceType] = {t.name: t for t in _TYPES}

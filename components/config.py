@@ -224,7 +224,8 @@ def parse(raw: dict[str, Any], project: str = NAMESPACE, stack: str = "dev") -> 
         problems.bad("aws:region", region, "must be set to an AWS region such as us-east-1")
         region = ""
 
-    ours = {}
+    ours: dict[str, Any] = {}
+    unreadable: set[str] = set()
     for key, value in raw.items():
         ns, _, name = key.partition(":")
         if ns != NAMESPACE or value == "":
@@ -235,17 +236,19 @@ def parse(raw: dict[str, Any], project: str = NAMESPACE, stack: str = "dev") -> 
                 value = json.loads(value)
             except json.JSONDecodeError:
                 problems.bad(key, value, "must be structured YAML (a list or mapping)")
+                unreadable.add(name)
                 continue
         ours[name] = value
 
     top = Section(ours, NAMESPACE, problems, sep=":")
-    cfg = _parse_stack(top, problems, project, stack, region)
+    cfg = _parse_stack(top, problems, project, stack, region, unreadable)
     top.finish()
     problems.raise_if_any()
     return cfg
 
 
-def _parse_stack(top: Section, problems: Problems, project: str, stack: str, region: str) -> StackConfig:
+def _parse_stack(top: Section, problems: Problems, project: str, stack: str, region: str,
+                 unreadable: set[str]) -> StackConfig:
     cluster_name = top.string("clusterName", f"{project}-{stack}", pattern=_CLUSTER_NAME,
                               allowed="an EKS cluster name: letters, digits, - and _, "
                                       "starting with a letter or digit", max_len=100)
@@ -263,9 +266,11 @@ def _parse_stack(top: Section, problems: Problems, project: str, stack: str, reg
 
     network = _network(top.section("network"))
     system_nodes = _system_nodes(top.section("systemNodes"))
-    pools = _pools(top, problems)
+    pools, declared_pools = _pools(top, problems)
+    if "gpuPools" in unreadable:
+        declared_pools = None
     storage = _storage(top.section("storage"))
-    jobs = _jobs(top, problems, pools, storage)
+    jobs = _jobs(top, problems, pools, declared_pools)
 
     return StackConfig(
         project=project, stack=stack, region=region, cluster_name=cluster_name or "",
@@ -305,26 +310,37 @@ def _prices(sec: Section) -> dict[str, float]:
 def _network(sec: Section) -> NetworkConfig:
     d = NetworkConfig()
     cidr = sec.string("cidr", d.cidr)
+    if cidr is not None and _check_vpc_cidr(sec, cidr):
+        cidr = d.cidr
     nat = sec.enum("natGateways", NAT_MODES, d.nat_gateways)
     az_count = sec.integer("azCount", d.az_count, minimum=2, maximum=6)
-    if cidr is not None:
-        reason = check_cidr(cidr)
-        if reason:
-            sec.problems.bad(sec.key_path("cidr"), cidr, reason)
-            cidr = d.cidr
-        else:
-            net = ipaddress.IPv4Network(cidr)
-            private = [ipaddress.IPv4Network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16",
-                                                           "100.64.0.0/10")]
-            if not any(net.subnet_of(p) for p in private):
-                sec.problems.bad(sec.key_path("cidr"), cidr,
-                                 "must be a private range (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16 or 100.64.0.0/10)")
-            # /16 to /20: room for a private and a public subnet per AZ, and
-            # enough pod IPs for the VPC CNI on 8-GPU nodes.
-            if not 16 <= net.prefixlen <= 20:
-                sec.problems.bad(sec.key_path("cidr"), cidr, "prefix length must be from /16 to /20")
     sec.finish()
     return NetworkConfig(cidr=cidr or d.cidr, nat_gateways=nat or d.nat_gateways, az_count=az_count or d.az_count)
+
+
+_PRIVATE_RANGES = tuple(ipaddress.IPv4Network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16",
+                                                           "100.64.0.0/10"))
+
+
+def _check_vpc_cidr(sec: Section, cidr: str) -> bool:
+    """Report a bad VPC CIDR; True when it was bad."""
+    path = sec.key_path("cidr")
+    reason = check_cidr(cidr)
+    if reason:
+        sec.problems.bad(path, cidr, reason)
+        return True
+    net = ipaddress.IPv4Network(cidr)
+    bad = False
+    if not any(net.subnet_of(p) for p in _PRIVATE_RANGES):
+        sec.problems.bad(path, cidr, "must be a private range (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16 "
+                                     "or 100.64.0.0/10)")
+        bad = True
+    # /16 to /20: a private and a public subnet per zone, and enough pod IPs
+    # for the VPC CNI on 8-GPU nodes.
+    if not 16 <= net.prefixlen <= 20:
+        sec.problems.bad(path, cidr, "prefix length must be from /16 to /20")
+        bad = True
+    return bad
 
 
 def _system_nodes(sec: Section) -> SystemNodesConfig:
@@ -337,14 +353,24 @@ def _system_nodes(sec: Section) -> SystemNodesConfig:
                              disk_size_gib=disk or d.disk_size_gib)
 
 
-def _pools(top: Section, problems: Problems) -> tuple[GpuPoolConfig, ...]:
+def _pools(top: Section, problems: Problems) -> tuple[tuple[GpuPoolConfig, ...], set[str] | None]:
+    """The valid pools, and every name declared (None when gpuPools itself is unreadable).
+
+    Jobs on a declared but invalid pool are not reported again: one mistake, one message.
+    """
+    declared: set[str] | None = set()
+    raw = top.raw.get("gpuPools")
+    if raw is not None and not isinstance(raw, list):
+        declared = None
     pools = []
     for path, item in top.items("gpuPools"):
+        if isinstance(item, dict) and isinstance(item.get("name"), str) and declared is not None:
+            declared.add(item["name"])
         pool = _pool(Section(item, path, problems))
         if pool is not None:
             pools.append((path, pool))
     unique(problems, [(f"{p}.name", pool.name) for p, pool in pools], "pool name")
-    return tuple(pool for _, pool in pools)
+    return tuple(pool for _, pool in pools), declared
 
 
 def _pool(sec: Section) -> GpuPoolConfig | None:
@@ -482,25 +508,30 @@ def _fsx(sec: Section) -> FsxConfig:
 
 
 def _jobs(top: Section, problems: Problems, pools: tuple[GpuPoolConfig, ...],
-          storage: StorageConfig) -> tuple[JobConfig, ...]:
+          declared_pools: set[str] | None) -> tuple[JobConfig, ...]:
     by_name = {p.name: p for p in pools}
     jobs = []
     for path, item in top.items("jobs"):
-        job = _job(Section(item, path, problems), by_name)
+        job = _job(Section(item, path, problems), by_name, declared_pools)
         if job is not None:
             jobs.append((path, job))
     unique(problems, [(f"{p}.name", job.name) for p, job in jobs], "job name")
+    from components.jobsizing import fit_problem
+
+    for path, job in jobs:
+        if job.model is not None and (reason := fit_problem(job, by_name[job.pool])):
+            problems.add(f"{path}.model", reason)
     return tuple(job for _, job in jobs)
 
 
-def _job(sec: Section, pools: dict[str, GpuPoolConfig]) -> JobConfig | None:
+def _job(sec: Section, pools: dict[str, GpuPoolConfig], declared_pools: set[str] | None) -> JobConfig | None:
     p = sec.problems
     # Pods are named <job>-launcher / <job>-worker-<n>: keep room under 63.
     name = sec.string("name", required=True, pattern=_DNS_LABEL, max_len=40,
                       allowed="a lowercase DNS label of at most 40 characters")
     pool_name = sec.string("pool", required=True, allowed="the name of a gpuPools entry")
     pool = pools.get(pool_name) if pool_name else None
-    if pool_name and pool is None:
+    if pool_name and pool is None and declared_pools is not None and pool_name not in declared_pools:
         p.bad(sec.key_path("pool"), pool_name,
               f"no such pool; pools: {', '.join(pools) or '(none defined)'}")
     nodes = sec.integer("nodes", required=True, minimum=1)
@@ -547,20 +578,16 @@ def _run_policy(sec: Section) -> RunPolicyConfig:
                            backoff_limit=d.backoff_limit if backoff is None else backoff)
 
 
-_SUFFIX = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
-
-
 def parse_count(value: Any) -> float | None:
-    """7e9, 7000000000, "7B", "1.5T", "13b" -> float; None when unreadable."""
+    """7e9, "7B", "1.5T" -> float; None when unreadable (components.sizing parses)."""
+    from components.sizing import parse_quantity
+
     if isinstance(value, bool):
         return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str):
-        m = re.fullmatch(r"\s*(\d+(?:\.\d+)?(?:e\d+)?)\s*([kmbgtKMBGT]?)\s*", value)
-        if m:
-            return float(m.group(1)) * _SUFFIX.get(m.group(2).lower(), 1.0)
-    return None
+    try:
+        return parse_quantity(value)
+    except (ValueError, TypeError):
+        return None
 
 
 def _model(sec: Section) -> ModelConfig | None:

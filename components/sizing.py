@@ -320,10 +320,10 @@ def _validate(inp: SizingInput) -> tuple[float, float | None, catalog.InstanceTy
         errors.append("--mfu needs --instance-type (the peak TFLOP/s comes from the GPU model); "
                       "or give --achieved-tflops")
 
-    gpus, source = _gpu_count(inp, itype, errors)
+    gpus, label = _gpu_count(inp, itype, errors)
     mp = inp.tp * inp.pp if _is_positive_int(inp.tp) and _is_positive_int(inp.pp) else None
     if gpus is not None and mp is not None and gpus % mp:
-        errors.append(f"--tp x --pp ({mp}) must divide {source} ({gpus})")
+        errors.append(f"--tp x --pp ({mp}) must divide {label}")
 
     if errors:
         raise SizingError(errors)
@@ -332,7 +332,7 @@ def _validate(inp: SizingInput) -> tuple[float, float | None, catalog.InstanceTy
 
 def _gpu_count(inp: SizingInput, itype: catalog.InstanceType | None,
                errors: list[str]) -> tuple[int | None, str]:
-    """Total GPUs and how to name them in a message, when the inputs determine them."""
+    """Total GPUs and how to name that count in a message, when the inputs determine it."""
     if inp.gpus is not None and inp.nodes is not None:
         return None, ""
     if _is_positive_int(inp.gpus):
@@ -340,9 +340,10 @@ def _gpu_count(inp: SizingInput, itype: catalog.InstanceType | None,
             errors.append(f"--gpus: got {inp.gpus}; {itype.name} has {itype.gpu_count} GPUs per node, "
                           "so give a multiple of that (or --nodes)")
             return None, ""
-        return inp.gpus, "--gpus"
+        return inp.gpus, f"--gpus ({inp.gpus})"
     if _is_positive_int(inp.nodes) and itype is not None:
-        return inp.nodes * itype.gpu_count, f"the GPU count (--nodes {inp.nodes} x {itype.gpu_count})"
+        gpus = inp.nodes * itype.gpu_count
+        return gpus, f"the GPU count ({gpus} = --nodes {inp.nodes} x {itype.gpu_count} GPUs of {itype.name})"
     return None, ""
 
 

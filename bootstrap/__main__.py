@@ -1,0 +1,41 @@
+"""`python -m bootstrap <verb> ...`: plan, size, nccl-report."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+VERBS = {
+    "plan": ("bootstrap.plan", "offline plan of a stack under the mock runtime"),
+    "size": ("bootstrap.size", "memory, time and cost of training a model (no cloud, no Pulumi)"),
+    "nccl-report": ("bootstrap.nccl_report", "judge nccl-tests output: bus bandwidth, EFA or socket fallback"),
+}
+
+
+def usage() -> str:
+    lines = ["usage: python -m bootstrap <verb> [options]", "", "verbs:"]
+    lines += [f"  {verb:<12} {text}" for verb, (_, text) in VERBS.items()]
+    lines += ["", "python -m bootstrap <verb> --help for the verb's options"]
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage())
+        return 0 if argv else 2
+    verb, rest = argv[0], argv[1:]
+    if verb not in VERBS:
+        print(f"unknown verb {verb!r}\n\n{usage()}", file=sys.stderr)
+        return 2
+    import importlib
+
+    module = importlib.import_module(VERBS[verb][0])
+    return module.main(rest)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

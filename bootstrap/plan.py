@@ -1,0 +1,264 @@
+"""`python -m bootstrap plan --stack dev`: the offline plan.
+
+Runs the real __main__.py under the mock runtime (bootstrap/mocks.py, the
+same one the tests use) and prints what `pulumi up` would create: a
+preview-like tree with key properties, counts by type, the GPU pools with
+their EFA fabric, storage throughput, job sizing, and the estimated
+on-demand cost per hour at minimum and maximum scale. `--out DIR` writes
+the resource list as JSON and every Kubernetes object as YAML.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bootstrap import mocks, stackfile
+from components import config, cost
+
+# Properties worth a glance in the tree, per resource type.
+KEY_PROPERTIES = {
+    "aws:ec2/vpc:Vpc": ("cidrBlock",),
+    "aws:ec2/subnet:Subnet": ("availabilityZone", "cidrBlock"),
+    "aws:ec2/natGateway:NatGateway": (),
+    "aws:ec2/vpcEndpoint:VpcEndpoint": ("serviceName", "vpcEndpointType"),
+    "aws:eks/cluster:Cluster": ("name", "version"),
+    "aws:eks/addon:Addon": ("addonName", "addonVersion"),
+    "aws:eks/nodeGroup:NodeGroup": ("nodeGroupName", "instanceTypes", "capacityType", "amiType", "scalingConfig"),
+    "aws:eks/accessEntry:AccessEntry": ("principalArn",),
+    "aws:ec2/placementGroup:PlacementGroup": ("strategy",),
+    "aws:ec2/launchTemplate:LaunchTemplate": ("networkInterfaces",),
+    "aws:fsx/lustreFileSystem:LustreFileSystem": ("deploymentType", "storageCapacity", "perUnitStorageThroughput"),
+    "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation": ("fileSystemPath", "dataRepositoryPath"),
+    "aws:s3/bucket:Bucket": ("bucket",),
+    "aws:iam/role:Role": (),
+    "kubernetes:helm.sh/v3:Release": ("chart", "version"),
+    "kubernetes:apiextensions.k8s.io/v1:CustomResource": ("kind",),
+}
+_NOT_OBJECTS = ("kubernetes:helm.sh/", "kubernetes:yaml", "pulumi:providers:")
+
+
+def kubernetes_objects(recording: mocks.Recording) -> list[dict[str, Any]]:
+    """Every plain Kubernetes object registered (Helm releases and providers excluded)."""
+    objects = []
+    for r in recording.resources:
+        if not r.type.startswith("kubernetes:") or r.type.startswith(_NOT_OBJECTS):
+            continue
+        obj = {k: v for k, v in r.inputs.items() if not k.startswith("__")}
+        objects.append(obj)
+    return objects
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, list) and value and isinstance(value[0], dict) and "networkCardIndex" in value[0]:
+        efa = sum(1 for i in value if i.get("interfaceType") in ("efa", "efa-only"))
+        return f"{len(value)} interfaces ({efa} EFA)"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {v}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def _tree(recording: mocks.Recording) -> list[str]:
+    children: dict[str, list[mocks.Registration]] = {}
+    urns = {r.urn for r in recording.resources}
+    for r in recording.resources:
+        parent = r.parent if r.parent in urns else ""
+        children.setdefault(parent, []).append(r)
+    lines: list[str] = []
+
+    def walk(parent: str, depth: int) -> None:
+        for r in sorted(children.get(parent, []), key=lambda x: (x.type, x.name)):
+            props = [f"{k}={_short(r.inputs[k])}" for k in KEY_PROPERTIES.get(r.type, ()) if k in r.inputs]
+            kind = r.inputs.get("kind") if r.type.startswith("kubernetes:") else None
+            label = f"{r.type}{f' ({kind})' if kind and 'kind' not in KEY_PROPERTIES.get(r.type, ()) else ''}"
+            flags = " [retain]" if r.retain_on_delete else ""
+            lines.append(f"{'    ' * depth}+ {label} {r.name}{flags}{'  ' + ' '.join(props) if props else ''}")
+            walk(r.urn, depth + 1)
+
+    walk("", 1)
+    return lines
+
+
+def pool_rows(cfg: config.StackConfig) -> list[dict[str, Any]]:
+    from components import efa
+
+    rows = []
+    for pool in cfg.gpu_pools:
+        t = pool.instance
+        interfaces = efa.interface_layout(t) if pool.efa_enabled else []
+        efa_count = sum(1 for i in interfaces if i.interface_type in ("efa", "efa-only"))
+        price = cfg.price(pool.instance_type)
+        rows.append({
+            "name": pool.name, "instanceType": pool.instance_type, "gpuModel": t.gpu_model,
+            "gpusPerNode": t.gpu_count, "minNodes": pool.min_nodes, "maxNodes": pool.max_nodes,
+            "gpusMax": t.gpu_count * pool.max_nodes, "efaInterfaces": efa_count,
+            "networkGbps": t.network_gbps if efa_count else None,
+            "placement": "cluster placement group" if pool.uses_placement_group else "none",
+            "capacityType": pool.capacity_type, "pricePerNodeHour": price,
+            "costPerHourMin": round(pool.min_nodes * price, 2), "costPerHourMax": round(pool.max_nodes * price, 2),
+        })
+    return rows
+
+
+def storage_summary(cfg: config.StackConfig) -> dict[str, Any]:
+    from components import fsx
+
+    fs = cfg.storage.fsx
+    gpus = sum(p.instance.gpu_count * p.max_nodes for p in cfg.gpu_pools)
+    return {
+        "deploymentType": fs.deployment_type,
+        "storageCapacityGiB": fs.storage_capacity_gib,
+        "throughputPerTiB": fs.throughput_per_tib,
+        "aggregateThroughputMBps": round(fsx.aggregate_throughput_mbps(fs), 1),
+        "gpusAtMaxScale": gpus,
+        "warning": fsx.throughput_warning(fs, gpus, cfg.storage.read_target_mbps_per_gpu),
+    }
+
+
+def job_rows(cfg: config.StackConfig) -> list[dict[str, Any]]:
+    from components import jobsizing
+
+    rows = []
+    for job in cfg.jobs:
+        pool = cfg.pool(job.pool)
+        gpus = job.gpus_per_node or pool.instance.gpu_count
+        row = {"name": job.name, "launcher": job.launcher, "pool": job.pool, "nodes": job.nodes,
+               "gpus": job.nodes * gpus, "sizing": None}
+        if job.model is not None:
+            row["sizing"] = jobsizing.size_job(job, pool, cfg.prices).to_dict()
+        rows.append(row)
+    return rows
+
+
+def build_report(cfg: config.StackConfig, recording: mocks.Recording, seconds: float) -> dict[str, Any]:
+    estimate = cost.estimate(cfg)
+    outputs = {k: ("[secret]" if k in recording.secret_outputs else v) for k, v in recording.stack_outputs.items()}
+    return {
+        "stack": cfg.stack,
+        "region": cfg.region,
+        "gpuAvailabilityZone": recording.stack_outputs.get("gpuAvailabilityZone"),
+        "resourceCount": sum(1 for r in recording.resources if r.custom),
+        "countsByType": dict(sorted(Counter(r.type for r in recording.resources if r.custom).items())),
+        "gpuPools": pool_rows(cfg),
+        "storage": storage_summary(cfg),
+        "jobs": job_rows(cfg),
+        "cost": {
+            "minPerHour": estimate.min_per_hour,
+            "maxPerHour": estimate.max_per_hour,
+            "lines": [{"item": x.item, "minPerHour": x.min_per_hour, "maxPerHour": x.max_per_hour}
+                      for x in estimate.lines],
+        },
+        "outputs": outputs,
+        "warnings": [msg for level, msg in recording.logs if level in ("warning", "warn")],
+        "seconds": round(seconds, 2),
+    }
+
+
+def render(report: dict[str, Any], tree: list[str]) -> str:
+    out = [f"gpucluster plan: stack {report['stack']} ({report['region']}, GPU zone "
+           f"{report['gpuAvailabilityZone']}), offline: mock runtime, nothing is created", "", "Resources"]
+    out += tree
+    out += ["", "Counts by type"]
+    width = max((len(t) for t in report["countsByType"]), default=10)
+    out += [f"  {t:<{width}}  {n:>3}" for t, n in report["countsByType"].items()]
+    out += [f"  {'total':<{width}}  {report['resourceCount']:>3}", "", "GPU pools"]
+    for p in report["gpuPools"]:
+        fabric = (f"{p['efaInterfaces']} EFA, {p['networkGbps']:g} Gbps" if p["efaInterfaces"] else "no EFA")
+        out.append(f"  {p['name']}: {p['instanceType']} ({p['gpusPerNode']}x {p['gpuModel']}), "
+                   f"{p['minNodes']}-{p['maxNodes']} nodes (up to {p['gpusMax']} GPUs), {fabric}, "
+                   f"placement: {p['placement']}, {p['capacityType']}, "
+                   f"${p['costPerHourMin']:,.2f}/h at min, ${p['costPerHourMax']:,.2f}/h at max")
+    s = report["storage"]
+    tier = f", {s['throughputPerTiB']} MB/s/TiB" if s["throughputPerTiB"] else ""
+    out += ["", "Storage",
+            f"  FSx for Lustre {s['deploymentType']} {s['storageCapacityGiB']} GiB{tier}: "
+            f"aggregate {s['aggregateThroughputMBps']:,.0f} MB/s for up to {s['gpusAtMaxScale']} GPUs"]
+    if s["warning"]:
+        out.append(f"  WARNING: {s['warning']}")
+    out += ["", "Jobs"]
+    for j in report["jobs"]:
+        line = f"  {j['name']}: {j['launcher']} on {j['pool']}, {j['nodes']} nodes, {j['gpus']} GPUs"
+        if j["sizing"]:
+            z = j["sizing"]
+            line += f"; model state {z['model_state_gb_per_gpu']:.1f} GB/GPU, fits: {'yes' if z['fits'] else 'no'}"
+            if z.get("training_days") is not None:
+                line += f", {z['training_days']:.1f} days"
+            if z.get("cost_usd") is not None:
+                line += f", ${z['cost_usd']:,.0f}"
+        out.append(line)
+    if not report["jobs"]:
+        out.append("  (none)")
+    c = report["cost"]
+    out += ["", "Estimated on-demand cost (USD/hour)"]
+    out += [f"  {x['item']}: {x['minPerHour']:,.2f} - {x['maxPerHour']:,.2f}" for x in c["lines"]]
+    out += [f"  total at minimum scale: {c['minPerHour']:,.2f}", f"  total at maximum scale: {c['maxPerHour']:,.2f}"]
+    if report["warnings"]:
+        out += ["", "Warnings"] + [f"  {w}" for w in report["warnings"]]
+    out += ["", "Outputs"]
+    out += [f"  {k}: {v if isinstance(v, str) else json.dumps(v)}" for k, v in report["outputs"].items()]
+    return "\n".join(out)
+
+
+def write_out(out_dir: Path, recording: mocks.Recording) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    resources = [{"type": r.type, "name": r.name, "urn": r.urn, "parent": r.parent, "custom": r.custom,
+                  "inputs": r.inputs, "dependencies": r.dependencies, "retainOnDelete": r.retain_on_delete,
+                  "ignoreChanges": r.ignore_changes} for r in recording.resources]
+    (out_dir / "resources.json").write_text(json.dumps(resources, indent=2, sort_keys=True, default=str))
+    k8s_dir = out_dir / "k8s"
+    k8s_dir.mkdir(exist_ok=True)
+    for old in k8s_dir.glob("*.yaml"):
+        old.unlink()
+    for obj in kubernetes_objects(recording):
+        meta = obj.get("metadata") or {}
+        parts = [obj.get("kind", "Object"), meta.get("namespace", ""), meta.get("name", "")]
+        fname = "-".join(p for p in parts if p).lower() + ".yaml"
+        (k8s_dir / fname).write_text(yaml.safe_dump(obj, sort_keys=False))
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bootstrap plan", description=__doc__.split("\n")[0])
+    parser.add_argument("--stack", default="dev", help="stack name: reads Pulumi.<stack>.yaml (default dev)")
+    parser.add_argument("--out", type=Path, help="write resources.json and k8s/*.yaml to this directory")
+    parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    args = parser.parse_args(argv)
+
+    started = time.perf_counter()
+    try:
+        raw = stackfile.read_stack_config(args.stack)
+        cfg = config.parse(raw, stackfile.project_name(), args.stack)
+        recording = mocks.run_program(raw, args.stack, project=stackfile.project_name())
+    except stackfile.StackFileError as err:
+        print(f"gpucluster: {err}", file=sys.stderr)
+        return 2
+    except config.ConfigError as err:
+        print(err.render(), file=sys.stderr)
+        return 1
+    except Exception as err:  # the program's own clean errors (pulumi.RunError)
+        if type(err).__name__ != "RunError":
+            raise
+        print(str(err), file=sys.stderr)
+        return 1
+    report = build_report(cfg, recording, time.perf_counter() - started)
+    if args.json:
+        print(json.dumps(report, indent=2, default=str))
+    else:
+        print(render(report, _tree(recording)))
+    if args.out:
+        write_out(args.out, recording)
+        if not args.json:
+            print(f"\nwrote {args.out / 'resources.json'} and {len(kubernetes_objects(recording))} "
+                  f"Kubernetes objects to {args.out / 'k8s'}")
+    return 0
+
+
+

@@ -1,0 +1,240 @@
+"""Config contract: the stacks parse; every bad input is reported with path, value and what is allowed."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from components import config
+from components.config import ConfigError
+from tests.conftest import stack_config, stack_raw
+
+DEV_POOL = {"name": "dev", "instanceType": "g6e.xlarge", "minNodes": 0, "maxNodes": 2}
+P5_POOL = {"name": "h100", "instanceType": "p5.48xlarge", "minNodes": 0, "maxNodes": 4}
+JOB = {"name": "train", "pool": "h100", "nodes": 2, "launcher": "mpirun", "image": "repo/train:1.0",
+       "command": ["python", "train.py"]}
+
+
+def problems(overrides: dict, stack: str = "dev", drop: tuple[str, ...] = ()) -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        config.parse(stack_raw(stack, overrides, drop), "gpucluster", stack)
+    return [str(p) for p in info.value.problems]
+
+
+def test_dev_stack_parses_into_frozen_dataclasses():
+    cfg = stack_config("dev")
+    assert cfg.cluster_name == "gpucluster-dev"
+    assert cfg.region == "us-east-1"
+    assert cfg.kubernetes_version == "1.35"
+    assert cfg.network == config.NetworkConfig(cidr="10.10.0.0/16", nat_gateways="single", az_count=2)
+    assert cfg.system_nodes == config.SystemNodesConfig(instance_type="m7i.large", count=2, disk_size_gib=50)
+    (pool,) = cfg.gpu_pools
+    assert (pool.name, pool.instance_type, pool.min_nodes, pool.desired_nodes, pool.max_nodes) == \
+        ("dev", "g6e.xlarge", 0, 0, 2)
+    assert pool.efa_enabled is False and pool.uses_placement_group is False
+    assert cfg.storage.fsx.deployment_type == "SCRATCH_2" and cfg.storage.retain_on_destroy is False
+    assert cfg.jobs[0].launcher == "torchrun"
+    with pytest.raises(AttributeError):
+        cfg.cluster_name = "other"  # frozen
+
+
+def test_prod_stack_parses():
+    cfg = stack_config("prod")
+    assert cfg.network.nat_gateways == "perAz" and cfg.network.az_count == 3
+    (pool,) = cfg.gpu_pools
+    assert pool.instance_type == "p5.48xlarge" and pool.max_nodes == 16
+    assert pool.efa_enabled and pool.uses_placement_group and pool.fabric_test
+    fsx = cfg.storage.fsx
+    assert (fsx.deployment_type, fsx.storage_capacity_gib, fsx.throughput_per_tib) == ("PERSISTENT_2", 48000, 500)
+    assert fsx.backup_retention_days == 7 and fsx.final_backup_on_delete
+    assert [j.name for j in cfg.jobs] == ["llama-70b", "gpt-pretrain"]
+    assert cfg.jobs[0].model.params == 70e9 and cfg.jobs[0].model.tokens == 2e12
+
+
+def test_defaults_apply_when_keys_are_absent():
+    cfg = stack_config("dev", {"gpucluster:network": {}, "gpucluster:systemNodes": {}})
+    assert cfg.network == config.NetworkConfig()
+    assert cfg.system_nodes == config.SystemNodesConfig()
+    assert cfg.training_namespace == "training"
+
+
+def test_pulumi_yaml_defaults_match_code_defaults():
+    from bootstrap.stackfile import project_defaults
+
+    defaults = project_defaults()
+    assert defaults["gpucluster:kubernetesVersion"] == config.DEFAULT_KUBERNETES_VERSION
+    assert defaults["gpucluster:trainingNamespace"] == "training"
+
+
+def test_all_problems_are_reported_at_once():
+    found = problems({
+        "gpucluster:kubernetesVersion": "1.20",
+        "gpucluster:network": {"cidr": "10.0.0.0/33", "natGateways": "double"},
+        "gpucluster:gpuPools": [{**P5_POOL, "maxNodes": -1}],
+    })
+    assert found == [
+        "gpucluster:kubernetesVersion: got '1.20'; allowed: 1.32, 1.33, 1.34, 1.35, 1.36",
+        "gpucluster:network.cidr: got '10.0.0.0/33'; must be an IPv4 CIDR block such as 203.0.113.0/24 "
+        "('33' is not a valid netmask)",
+        "gpucluster:network.natGateways: got 'double'; allowed: single, perAz",
+        "gpucluster:gpuPools[0].maxNodes: got -1; must be an integer from 1 to 450",
+        "gpucluster:jobs[0].pool: got 'dev'; no such pool; pools: (none defined)",
+    ]
+
+
+def test_message_renders_count_and_one_line_per_problem():
+    with pytest.raises(ConfigError) as info:
+        config.parse(stack_raw("dev", {"gpucluster:kubernetesVersion": "1.20", "gpucluster:bogus": "x"}))
+    text = info.value.render()
+    assert text.splitlines()[0] == "gpucluster: 2 configuration problems:"
+    assert "  - gpucluster:bogus: unknown key; known keys:" in text
+
+
+BAD_CASES = [
+    # (overrides, expected message) — one problem each.
+    ({"gpucluster:kubernetesVersion": "1.30"},
+     "gpucluster:kubernetesVersion: got '1.30'; allowed: 1.32, 1.33, 1.34, 1.35, 1.36"),
+    ({"gpucluster:kubernetesVersion": 1.3},
+     "gpucluster:kubernetesVersion: got '1.3'; quote the version (\"1.3\") so YAML keeps it a string; "
+     "allowed: 1.32, 1.33, 1.34, 1.35, 1.36"),
+    ({"gpucluster:clusterNmae": "x"}, "gpucluster:clusterNmae: unknown key; known keys:"),
+    ({"gpucluster:network": {"cidr": "10.0.0.0/16", "natGateway": "single"}},
+     "gpucluster:network.natGateway: unknown key; known keys: azCount, cidr, natGateways"),
+    ({"gpucluster:network": {"cidr": "8.8.0.0/16"}},
+     "gpucluster:network.cidr: got '8.8.0.0/16'; must be a private range"),
+    ({"gpucluster:network": {"cidr": "10.0.0.0/24"}},
+     "gpucluster:network.cidr: got '10.0.0.0/24'; prefix length must be from /16 to /20"),
+    ({"gpucluster:network": {"azCount": 1}},
+     "gpucluster:network.azCount: got 1; must be an integer from 2 to 6"),
+    ({"gpucluster:adminPrincipalArns": ["arn:aws:iam::1234:role/Admin"]},
+     "gpucluster:adminPrincipalArns[0]: got 'arn:aws:iam::1234:role/Admin'; must be an IAM role or user ARN"),
+    ({"gpucluster:publicAccessCidrs": ["203.0.113.5/24"]},
+     "gpucluster:publicAccessCidrs[0]: got '203.0.113.5/24'; must be an IPv4 CIDR block"),
+    ({"gpucluster:gpuAvailabilityZone": "us-west-2a"},
+     "gpucluster:gpuAvailabilityZone: got 'us-west-2a'; must be a zone of aws:region 'us-east-1'"),
+    ({"gpucluster:systemNodes": {"instanceType": "p5.48xlarge"}},
+     "gpucluster:systemNodes.instanceType: got 'p5.48xlarge'; allowed: m7i.large, m7i.xlarge, m7i.2xlarge"),
+    ({"gpucluster:systemNodes": {"count": "two"}},
+     "gpucluster:systemNodes.count: got 'two'; must be an integer from 1 to 20"),
+    ({"gpucluster:gpuPools": [{**DEV_POOL, "instanceType": "m7i.xlarge"}]},
+     "gpucluster:gpuPools[0].instanceType: got 'm7i.xlarge'; is not a GPU instance type; allowed: p4d.24xlarge"),
+    ({"gpucluster:gpuPools": [{**DEV_POOL, "instanceType": "p9.96xlarge"}]},
+     "gpucluster:gpuPools[0].instanceType: got 'p9.96xlarge'; allowed GPU types: p4d.24xlarge"),
+    ({"gpucluster:gpuPools": [{**DEV_POOL, "minNodes": 3, "maxNodes": 2}]},
+     "gpucluster:gpuPools[0].maxNodes: got 2; must be >= minNodes (3)"),
+    ({"gpucluster:gpuPools": [{**DEV_POOL, "desiredNodes": 5}]},
+     "gpucluster:gpuPools[0].desiredNodes: got 5; must be from minNodes (0) to maxNodes (2)"),
+    ({"gpucluster:gpuPools": [DEV_POOL, DEV_POOL]},
+     "gpucluster:gpuPools[1].name: duplicate pool name 'dev' (first at gpucluster:gpuPools[0].name)"),
+    ({"gpucluster:gpuPools": [{**DEV_POOL, "name": "Dev_Pool"}], "gpucluster:jobs": []},
+     "gpucluster:gpuPools[0].name: got 'Dev_Pool'; must be a lowercase DNS label of at most 32 characters"),
+    ({"gpucluster:gpuPools": [{**DEV_POOL, "capacityType": "RESERVED"}]},
+     "gpucluster:gpuPools[0].capacityType: got 'RESERVED'; allowed: ON_DEMAND, SPOT, CAPACITY_BLOCK"),
+    ({"gpucluster:gpuPools": [{**P5_POOL, "capacityType": "CAPACITY_BLOCK"}],
+      "gpucluster:jobs": []},
+     "gpucluster:gpuPools[0].capacityReservationId: is required when capacityType is CAPACITY_BLOCK"),
+    ({"gpucluster:gpuPools": [{**P5_POOL, "capacityReservationId": "cr-123"}], "gpucluster:jobs": []},
+     "gpucluster:gpuPools[0].capacityReservationId: got 'cr-123'; must be a capacity reservation id"),
+    ({"gpucluster:gpuPools": [{**P5_POOL, "capacityType": "SPOT", "capacityReservationId": "cr-0123456789abcdef0"}],
+      "gpucluster:jobs": []},
+     "gpucluster:gpuPools[0].capacityReservationId: got 'cr-0123456789abcdef0'; must not be set with capacityType SPOT"),
+    ({"gpucluster:gpuPools": [{**DEV_POOL, "efa": "required"}]},
+     "gpucluster:gpuPools[0].efa: got 'required', but g6e.xlarge has no EFA"),
+    ({"gpucluster:gpuPools": [{**DEV_POOL, "placementGroup": "cluster"}]},
+     "gpucluster:gpuPools[0].placementGroup: got 'cluster', but the pool has no EFA"),
+    ({"gpucluster:gpuPools": [{**DEV_POOL, "fabricTest": True}]},
+     "gpucluster:gpuPools[0].fabricTest: needs an EFA pool; g6e.xlarge with efa auto has none"),
+    ({"gpucluster:gpuPools": [{**P5_POOL, "maxNodes": 1, "fabricTest": True}], "gpucluster:jobs": []},
+     "gpucluster:gpuPools[0].fabricTest: needs maxNodes >= 2 to test the fabric (maxNodes is 1)"),
+    ({"gpucluster:gpuPools": [{**DEV_POOL, "labels": {"team": "a b"}}]},
+     "gpucluster:gpuPools[0].labels.team: got 'a b'; must be a Kubernetes label value"),
+    ({"gpucluster:gpuPools": "h100"}, "gpucluster:gpuPools: got 'h100'; must be structured YAML (a list or mapping)"),
+    ({"gpucluster:gpuPools": {"name": "h100"}}, "gpucluster:gpuPools: got {'name': 'h100'}; must be a list"),
+    ({"gpucluster:storage": {"fsx": {"storageCapacityGiB": 3000}}},
+     "gpucluster:storage.fsx.storageCapacityGiB: got 3000; allowed: 1200, 2400, or a multiple of 2400"),
+    ({"gpucluster:storage": {"fsx": {"deploymentType": "PERSISTENT_2", "storageCapacityGiB": 2400,
+                                     "throughputPerTiB": 333}}},
+     "gpucluster:storage.fsx.throughputPerTiB: got 333; allowed: 125, 250, 500, 1000 (MB/s/TiB)"),
+    ({"gpucluster:storage": {"fsx": {"deploymentType": "SCRATCH_2", "throughputPerTiB": 250}}},
+     "gpucluster:storage.fsx.throughputPerTiB: got 250; applies to PERSISTENT_2 only; SCRATCH_2 has a fixed "
+     "200 MB/s/TiB, remove the key"),
+    ({"gpucluster:storage": {"fsx": {"deploymentType": "SCRATCH_2", "efaEnabled": True}}},
+     "gpucluster:storage.fsx.efaEnabled: got true; EFA-enabled FSx needs deploymentType PERSISTENT_2, not SCRATCH_2"),
+    ({"gpucluster:storage": {"fsx": {"deploymentType": "SCRATCH_1"}}},
+     "gpucluster:storage.fsx.deploymentType: got 'SCRATCH_1'; allowed: SCRATCH_2, PERSISTENT_2"),
+    ({"gpucluster:storage": {"datasetPrefix": "/data/"}},
+     "gpucluster:storage.datasetPrefix: got '/data/'; must be an S3 key prefix such as datasets/"),
+    ({"gpucluster:storage": {"datasetPrefix": "data"}},
+     "gpucluster:storage.datasetPrefix: got 'data'; must be an S3 key prefix such as datasets/"),
+    ({"gpucluster:storage": {"checkpointPrefix": "datasets/ckpt/"}},
+     "gpucluster:storage.checkpointPrefix: got 'datasets/ckpt/'; must not overlap datasetPrefix 'datasets/'"),
+    ({"gpucluster:jobs": [{**JOB, "pool": "dev", "gpusPerNode": 4}]},
+     "gpucluster:jobs[0].gpusPerNode: got 4; g6e.xlarge has 1 GPUs per node"),
+    ({"gpucluster:jobs": [{**JOB, "pool": "dev", "nodes": 3}]},
+     "gpucluster:jobs[0].nodes: got 3; pool 'dev' has maxNodes 2"),
+    ({"gpucluster:jobs": [{**JOB, "pool": "nope"}]},
+     "gpucluster:jobs[0].pool: got 'nope'; no such pool; pools: dev"),
+    ({"gpucluster:jobs": [{**JOB, "pool": "dev", "nodes": 1, "launcher": "horovodrun"}]},
+     "gpucluster:jobs[0].launcher: got 'horovodrun'; allowed: mpirun, torchrun"),
+    ({"gpucluster:jobs": [{**JOB, "pool": "dev", "nodes": 1, "image": "repo/train:latest"}]},
+     "gpucluster:jobs[0].image: got 'repo/train:latest'; pin a version tag or digest, not latest"),
+    ({"gpucluster:jobs": [{**JOB, "pool": "dev", "nodes": 1, "image": "repo/train"}]},
+     "gpucluster:jobs[0].image: got 'repo/train'; must be a container image pinned to a tag or digest"),
+    ({"gpucluster:jobs": [{**JOB, "pool": "dev", "nodes": 1, "env": {"1BAD": "x"}}]},
+     "gpucluster:jobs[0].env.1BAD: key '1BAD' is not an environment variable name"),
+    ({"gpucluster:jobs": [{k: v for k, v in JOB.items() if k != "command"} | {"pool": "dev", "nodes": 1}]},
+     "gpucluster:jobs[0].command: is required"),
+    ({"gpucluster:jobs": [{**JOB, "pool": "dev", "nodes": 1, "runPolicy": {"cleanPodPolicy": "Some"}}]},
+     "gpucluster:jobs[0].runPolicy.cleanPodPolicy: got 'Some'; allowed: None, Running, All"),
+    ({"gpucluster:jobs": [{**JOB, "pool": "dev", "nodes": 1, "model": {"params": "lots"}}]},
+     "gpucluster:jobs[0].model.params: got 'lots'; must be a positive count such as 7e9 or 7B"),
+    ({"gpucluster:prices": {"p5.48xlarge": -1}},
+     "gpucluster:prices.p5.48xlarge: got -1; must be a number > 0"),
+    ({"gpucluster:prices": {"p7.48xlarge": 10}},
+     "gpucluster:prices.p7.48xlarge: unknown instance type; known: p4d.24xlarge"),
+    ({"gpucluster:tags": {"aws:owner": "me"}},
+     "gpucluster:tags.aws:owner: key 'aws:owner' is not a valid AWS tag key"),
+]
+
+
+@pytest.mark.parametrize("overrides,expected", BAD_CASES, ids=[m.split(":", 2)[1][:40] for _, m in BAD_CASES])
+def test_bad_config_is_reported_with_path_value_and_allowed(overrides, expected):
+    found = problems(copy.deepcopy(overrides))
+    assert len(found) == 1, found
+    assert found[0].startswith(expected), found[0]
+
+
+def test_missing_region_is_reported():
+    assert problems({}, drop=("aws:region",)) == [
+        "aws:region: got null; must be set to an AWS region such as us-east-1"]
+
+
+def test_required_pool_and_job_fields():
+    found = problems({"gpucluster:gpuPools": [{"name": "x"}], "gpucluster:jobs": [{"name": "j"}]})
+    assert "gpucluster:gpuPools[0].instanceType: is required (a GPU instance type)" in found
+    assert "gpucluster:gpuPools[0].maxNodes: is required (an integer from 1 to 450)" in found
+    assert "gpucluster:jobs[0].pool: is required (the name of a gpuPools entry)" in found
+    assert "gpucluster:jobs[0].launcher: is required (one of mpirun, torchrun)" in found
+
+
+def test_placement_group_defaults_follow_reservations():
+    base = {**P5_POOL}
+    plain = stack_config("dev", {"gpucluster:gpuPools": [base], "gpucluster:jobs": []}).gpu_pools[0]
+    reserved = stack_config("dev", {"gpucluster:gpuPools": [{**base, "capacityType": "CAPACITY_BLOCK",
+                                                             "capacityReservationId": "cr-0123456789abcdef0"}],
+                                    "gpucluster:jobs": []}).gpu_pools[0]
+    forced = stack_config("dev", {"gpucluster:gpuPools": [{**base, "capacityReservationId": "cr-0123456789abcdef0",
+                                                           "placementGroup": "cluster"}],
+                                  "gpucluster:jobs": []}).gpu_pools[0]
+    assert plain.uses_placement_group is True
+    assert reserved.uses_placement_group is False
+    assert forced.uses_placement_group is True
+
+
+def test_parse_count_suffixes():
+    assert config.parse_count("70B") == 70e9
+    assert config.parse_count("1.5T") == 1.5e12
+    assert config.parse_count("13b") == 13e9
+    assert config.parse_count(7e9) == 7e9
+    assert config.parse_count("lots") is None
