@@ -33,6 +33,18 @@ ACCOUNT_ID = "123456789012"
 DEPLOYER_ROLE = f"arn:aws:iam::{ACCOUNT_ID}:role/gpucluster-deployer"
 
 
+def _unwrap_secrets(value: Any, path: str, secret_paths: set[str]) -> Any:
+    """Plain values from the engine's secret envelopes, remembering where they were."""
+    if isinstance(value, dict):
+        if value.get(rpc._special_sig_key) == rpc._special_secret_sig:
+            secret_paths.add(path)
+            return _unwrap_secrets(value.get("value"), path, secret_paths)
+        return {k: _unwrap_secrets(v, f"{path}.{k}" if path else k, secret_paths) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unwrap_secrets(v, f"{path}[{i}]", secret_paths) for i, v in enumerate(value)]
+    return value
+
+
 def _hex(*parts: str, n: int = 17) -> str:
     return hashlib.sha256("/".join(parts).encode()).hexdigest()[:n]
 
@@ -53,6 +65,7 @@ class Registration:
     ignore_changes: list[str] = field(default_factory=list)
     provider: str = ""
     component_outputs: dict[str, Any] = field(default_factory=dict)
+    secret_inputs: set[str] = field(default_factory=set)  # input paths that were secrets
 
 
 @dataclass
@@ -105,13 +118,16 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         if request.type == "pulumi:pulumi:Stack":
             return response
         reg = self.resources[response.urn]
+        secret_paths: set[str] = set()
+        inputs = _unwrap_secrets(rpc.deserialize_properties(request.object), "", secret_paths)
         self.registrations.append(Registration(
             urn=response.urn,
             type=request.type,
             name=request.name,
             parent=request.parent,
             custom=bool(request.custom),
-            inputs=rpc.deserialize_properties(request.object),
+            inputs=inputs,
+            secret_inputs=secret_paths,
             outputs=dict(reg.state),
             id=reg.id or "",
             dependencies=list(request.dependencies),

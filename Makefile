@@ -1,0 +1,20 @@
+# The two set-up commands of the README. Each creates ./venv if needed.
+VENV ?= venv
+PY := $(VENV)/bin/python
+
+.PHONY: plan test lint
+
+$(VENV)/.installed: requirements.txt requirements-dev.txt
+	python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	touch $@
+
+plan: $(VENV)/.installed  ## offline plan of the dev stack (STACK=prod for prod)
+	$(PY) -m bootstrap plan --stack $(or $(STACK),dev)
+
+test: $(VENV)/.installed  ## the test suite
+	$(PY) -m pytest
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
