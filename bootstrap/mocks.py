@@ -359,6 +359,11 @@ def run_program(raw_config: dict[str, str], stack: str, project: str = "gpuclust
         pulumi_mocks.SETTINGS.rpc_manager.clear()
         pulumi_mocks.SETTINGS.outputs.clear()
         _sync_await(run_pulumi_func(run_and_collect))
+    except Exception as err:
+        # What got registered before the failure, for "nothing half-way" checks.
+        err.recording = Recording(resources=list(monitor.registrations), stack_outputs={}, secret_outputs=set(),
+                                  logs=logs.records)
+        raise
     finally:
         pulumi.runtime.reset_options()
         pulumi.runtime.set_all_config({})

@@ -94,8 +94,7 @@ def pool_rows(cfg: config.StackConfig) -> list[dict[str, Any]]:
     rows = []
     for pool in cfg.gpu_pools:
         t = pool.instance
-        interfaces = efa.interface_layout(t) if pool.efa_enabled else []
-        efa_count = sum(1 for i in interfaces if i.interface_type in ("efa", "efa-only"))
+        efa_count = efa.efa_interface_count(t, pool.efa_enabled)
         price = cfg.price(pool.instance_type)
         rows.append({
             "name": pool.name, "instanceType": pool.instance_type, "gpuModel": t.gpu_model,
@@ -118,7 +117,7 @@ def storage_summary(cfg: config.StackConfig) -> dict[str, Any]:
         "deploymentType": fs.deployment_type,
         "storageCapacityGiB": fs.storage_capacity_gib,
         "throughputPerTiB": fs.throughput_per_tib,
-        "aggregateThroughputMBps": round(fsx.aggregate_throughput_mbps(fs), 1),
+        "aggregateThroughputMBps": round(fs.aggregate_throughput_mbps, 1),
         "gpusAtMaxScale": gpus,
         "warning": fsx.throughput_warning(fs, gpus, cfg.storage.read_target_mbps_per_gpu),
     }
@@ -230,11 +229,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--stack", default="dev", help="stack name: reads Pulumi.<stack>.yaml (default dev)")
     parser.add_argument("--out", type=Path, help="write resources.json and k8s/*.yaml to this directory")
     parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    parser.add_argument("--stack-file", type=Path, help="read this stack file instead of Pulumi.<stack>.yaml")
     args = parser.parse_args(argv)
 
     started = time.perf_counter()
     try:
-        raw = stackfile.read_stack_config(args.stack)
+        raw = stackfile.read_stack_config(args.stack, stack_file=args.stack_file)
         cfg = config.parse(raw, stackfile.project_name(), args.stack)
         recording = mocks.run_program(raw, args.stack, project=stackfile.project_name())
     except stackfile.StackFileError as err:

@@ -62,9 +62,9 @@ def project_defaults(project_dir: Path = PROJECT_DIR) -> dict[str, Any]:
 
 
 def read_stack_config(stack: str, project_dir: Path = PROJECT_DIR,
-                      overrides: dict[str, Any] | None = None) -> dict[str, str]:
-    """The merged raw config of `stack` as the engine would pass it."""
-    path = project_dir / f"Pulumi.{stack}.yaml"
+                      overrides: dict[str, Any] | None = None, stack_file: Path | None = None) -> dict[str, str]:
+    """The merged raw config of `stack` (or of `stack_file`) as the engine would pass it."""
+    path = stack_file or project_dir / f"Pulumi.{stack}.yaml"
     if not path.exists():
         stacks = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in project_dir.glob("Pulumi.*.yaml"))
         raise StackFileError(f"no stack {stack!r}: {path.name} not found; stacks: {', '.join(stacks)}")
