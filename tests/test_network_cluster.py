@@ -62,14 +62,13 @@ def test_unknown_requested_zone():
         choose_zones(ZONES, {}, "us-east-1z", 2)
 
 
-def test_program_picks_a_zone_offering_p5_from_aws_data(prod):
-    # moto ships AWS's offerings: us-east-1a does not offer p5.48xlarge there.
-    zone = prod.stack_outputs["gpuAvailabilityZone"]
-    subnets = {r.inputs["availabilityZone"] for r in prod.of_type("aws:ec2/subnet:Subnet")}
-    assert zone in subnets
-    from bootstrap.mocks import _moto_offerings
-
-    assert "p5.48xlarge" in _moto_offerings("us-east-1")[zone]
+def test_program_picks_the_zone_offering_the_pool_type(run_stack):
+    # AWS's offerings as shipped in moto: p6-b200.48xlarge only in us-east-1c.
+    rec = run_stack("dev", {"gpucluster:gpuPools": [{"name": "b200", "instanceType": "p6-b200.48xlarge",
+                                                     "maxNodes": 2}], "gpucluster:jobs": []})
+    assert rec.stack_outputs["gpuAvailabilityZone"] == "us-east-1c"
+    zones = sorted(r.inputs["availabilityZone"] for r in rec.of_type("aws:ec2/subnet:Subnet"))
+    assert zones == ["us-east-1a", "us-east-1a", "us-east-1c", "us-east-1c"]
 
 
 # -- network -----------------------------------------------------------------

@@ -128,8 +128,12 @@ def test_zone_without_the_pool_type_fails_before_any_resource():
     from bootstrap import mocks
     from tests.conftest import stack_raw
 
-    raw = stack_raw("prod", {"gpucluster:gpuAvailabilityZone": "us-east-1a"})
+    # AWS's offerings as shipped in moto: p6-b200.48xlarge only in us-east-1c.
+    pools = [{"name": "b200", "instanceType": "p6-b200.48xlarge", "maxNodes": 2}]
+    raw = stack_raw("dev", {"gpucluster:gpuAvailabilityZone": "us-east-1a", "gpucluster:gpuPools": pools,
+                            "gpucluster:jobs": []})
     with pytest.raises(Exception) as info:
-        mocks.run_program(raw, "prod")
-    assert "gpucluster:gpuAvailabilityZone: got 'us-east-1a', which does not offer p5.48xlarge" in str(info.value)
+        mocks.run_program(raw, "dev")
+    assert ("gpucluster:gpuAvailabilityZone: got 'us-east-1a', which does not offer p6-b200.48xlarge; "
+            "zones offering it: us-east-1c") in str(info.value)
     assert info.value.recording.resources == []
