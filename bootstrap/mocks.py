@@ -179,6 +179,8 @@ class GpuClusterMocks(pulumi_mocks.Mocks):
         self.region = region
         self.zones = [f"{region}{c}" for c in "abcdef"[:zones]]
         self.offerings = _moto_offerings(region)
+        self.capacity_block_zone: str | None = None
+        self.capacity_block_type = "p5.48xlarge"
 
     # -- invokes -------------------------------------------------------------
 
@@ -203,6 +205,11 @@ class GpuClusterMocks(pulumi_mocks.Mocks):
             return {"addonName": a.get("addonName"), "kubernetesVersion": a.get("kubernetesVersion"),
                     "version": _ADDON_VERSIONS.get(a.get("addonName"), "v1.0.0-eksbuild.1"),
                     "id": a.get("addonName")}
+        if token == "aws:ec2/getCapacityBlockReservation:getCapacityBlockReservation":
+            # A Capacity Block in the first zone for the type most asked for; tests override.
+            return {"id": a.get("id"), "availabilityZone": self.capacity_block_zone or self.zones[0],
+                    "instanceType": self.capacity_block_type, "instanceCount": 2, "state": "active",
+                    "reservationType": "capacity-block"}
         if token == "aws:ssm/getParameter:getParameter":
             name = a.get("name", "")
             value = "1.33.5-20251120" if name.endswith("release_version") else "ami-0" + _hex(name, n=16)

@@ -57,6 +57,7 @@ class InstanceType:
     efa_cards: tuple[int, ...]  # network cards whose interface types include EFA
     network_gbps: float  # aggregate peak bandwidth
     local_nvme_gb: int  # instance store, GB; 0 when none
+    local_nvme_disks: int  # instance-store NVMe devices
     price_usd_per_hour: float
     price_source: str
     price_date: str
@@ -79,8 +80,9 @@ class InstanceType:
 
 
 def _t(name, vcpus, memory_gib, gpu_model, gpu_count, gpu_memory_gib, network_cards,
-       max_efa, efa_cards, network_gbps, local_nvme_gb, price, price_date,
+       max_efa, efa_cards, network_gbps, nvme, price, price_date,
        price_source=PRICE_SOURCE) -> InstanceType:
+    disks, disk_gb = nvme
     return InstanceType(
         name=name,
         vcpus=vcpus,
@@ -92,7 +94,8 @@ def _t(name, vcpus, memory_gib, gpu_model, gpu_count, gpu_memory_gib, network_ca
         max_efa_interfaces=max_efa,
         efa_cards=tuple(efa_cards),
         network_gbps=network_gbps,
-        local_nvme_gb=local_nvme_gb,
+        local_nvme_gb=disks * disk_gb,
+        local_nvme_disks=disks,
         price_usd_per_hour=price,
         price_source=price_source,
         price_date=price_date,
@@ -101,28 +104,28 @@ def _t(name, vcpus, memory_gib, gpu_model, gpu_count, gpu_memory_gib, network_ca
 
 _ALL = range
 _TYPES = [
-    # name, vCPU, GiB, GPU, n, GiB/GPU, cards, max EFA, EFA cards, Gbps, NVMe GB, $/h, price date
-    _t("p4d.24xlarge", 96, 1152, "A100", 8, 40.0, 4, 4, _ALL(4), 400, 8000, 21.96, "2026-09"),
-    _t("p4de.24xlarge", 96, 1152, "A100", 8, 80.0, 4, 4, _ALL(4), 400, 8000, 27.447, "2026-09"),
-    _t("p5.48xlarge", 192, 2048, "H100", 8, 80.0, 32, 32, _ALL(32), 3200, 30400, 55.04, "2026-09"),
-    _t("p5e.48xlarge", 192, 2048, "H200", 8, 141.0, 32, 32, _ALL(32), 3200, 30400, 63.296, "2026-09",
+    # name, vCPU, GiB, GPU, n, GiB/GPU, cards, max EFA, EFA cards, Gbps, (NVMe disks, GB each), $/h, date
+    _t("p4d.24xlarge", 96, 1152, "A100", 8, 40.0, 4, 4, _ALL(4), 400, (8, 1000), 21.96, "2026-09"),
+    _t("p4de.24xlarge", 96, 1152, "A100", 8, 80.0, 4, 4, _ALL(4), 400, (8, 1000), 27.447, "2026-09"),
+    _t("p5.48xlarge", 192, 2048, "H100", 8, 80.0, 32, 32, _ALL(32), 3200, (8, 3800), 55.04, "2026-09"),
+    _t("p5e.48xlarge", 192, 2048, "H200", 8, 141.0, 32, 32, _ALL(32), 3200, (8, 3800), 63.296, "2026-09",
        PRICE_SOURCE_P5E),
-    _t("p5en.48xlarge", 192, 2048, "H200", 8, 141.0, 16, 16, _ALL(16), 3200, 30400, 63.296, "2026-09"),
-    _t("p6-b200.48xlarge", 192, 2048, "B200", 8, 179.06, 8, 8, _ALL(8), 3200, 30400, 113.93, "2026-09",
+    _t("p5en.48xlarge", 192, 2048, "H200", 8, 141.0, 16, 16, _ALL(16), 3200, (8, 3800), 63.296, "2026-09"),
+    _t("p6-b200.48xlarge", 192, 2048, "B200", 8, 179.06, 8, 8, _ALL(8), 3200, (8, 3800), 113.93, "2026-09",
        PRICE_SOURCE_P6),
     # p6-b300: card 0 is ENA-only; cards 1-16 carry the 16 EFA interfaces.
-    _t("p6-b300.48xlarge", 192, 4096, "B300", 8, 268.59, 17, 16, range(1, 17), 6400, 30400, 142.42, "2026-09",
+    _t("p6-b300.48xlarge", 192, 4096, "B300", 8, 268.59, 17, 16, range(1, 17), 6400, (8, 3800), 142.42, "2026-09",
        PRICE_SOURCE_P6),
-    _t("g6e.48xlarge", 192, 1536, "L40S", 8, 44.7, 4, 4, _ALL(4), 400, 7600, 30.131, "2026-09"),
-    _t("g5.48xlarge", 192, 768, "A10G", 8, 22.35, 1, 1, _ALL(1), 100, 7600, 16.288, "2026-09"),
+    _t("g6e.48xlarge", 192, 1536, "L40S", 8, 44.7, 4, 4, _ALL(4), 400, (4, 1900), 30.131, "2026-09"),
+    _t("g5.48xlarge", 192, 768, "A10G", 8, 22.35, 1, 1, _ALL(1), 100, (2, 3800), 16.288, "2026-09"),
     # Cheap single-GPU types for dev stacks: no EFA, one network card.
-    _t("g6e.xlarge", 4, 32, "L40S", 1, 44.7, 1, 0, (), 20, 250, 1.861, "2026-09"),
-    _t("g6.xlarge", 4, 16, "L4", 1, 22.35, 1, 0, (), 10, 250, 0.8048, "2026-09"),
-    _t("g5.xlarge", 4, 16, "A10G", 1, 22.35, 1, 0, (), 10, 250, 1.006, "2026-09"),
+    _t("g6e.xlarge", 4, 32, "L40S", 1, 44.7, 1, 0, (), 20, (1, 250), 1.861, "2026-09"),
+    _t("g6.xlarge", 4, 16, "L4", 1, 22.35, 1, 0, (), 10, (1, 250), 0.8048, "2026-09"),
+    _t("g5.xlarge", 4, 16, "A10G", 1, 22.35, 1, 0, (), 10, (1, 250), 1.006, "2026-09"),
     # System-node types (cluster add-ons, operators, autoscaler).
-    _t("m7i.large", 2, 8, None, 0, 0.0, 1, 0, (), 12.5, 0, 0.1008, "2026-09"),
-    _t("m7i.xlarge", 4, 16, None, 0, 0.0, 1, 0, (), 12.5, 0, 0.2016, "2026-09"),
-    _t("m7i.2xlarge", 8, 32, None, 0, 0.0, 1, 0, (), 12.5, 0, 0.4032, "2026-09"),
+    _t("m7i.large", 2, 8, None, 0, 0.0, 1, 0, (), 12.5, (0, 0), 0.1008, "2026-09"),
+    _t("m7i.xlarge", 4, 16, None, 0, 0.0, 1, 0, (), 12.5, (0, 0), 0.2016, "2026-09"),
+    _t("m7i.2xlarge", 8, 32, None, 0, 0.0, 1, 0, (), 12.5, (0, 0), 0.4032, "2026-09"),
 ]
 
 CATALOG: dict[str, InstanceType] = {t.name: t for t in _TYPES}

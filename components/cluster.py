@@ -71,7 +71,6 @@ def support_type(version: str) -> str:
 @dataclass(frozen=True)
 class ClusterArgs:
     config: StackConfig
-    vpc_id: pulumi.Input[str]
     subnet_ids: list[pulumi.Input[str]]
     deployer_arn: str | None  # the IAM role or user running `pulumi up`
 
@@ -88,6 +87,7 @@ class Cluster(pulumi.ComponentResource):
     version: str
     system_nodes: aws.eks.NodeGroup
     core_addons: list[aws.eks.Addon]
+    node_prerequisites: list[pulumi.Resource]  # what any node group must wait for
 
     def __init__(self, name: str, args: ClusterArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpucluster:index:Cluster", name, None, opts)
@@ -159,6 +159,7 @@ class Cluster(pulumi.ComponentResource):
             pod_identity_agent,
         ]
 
+        self.node_prerequisites = [*self.core_addons, *node_policies]
         sys_cfg = cfg.system_nodes
         self.system_nodes = aws.eks.NodeGroup(
             f"{name}-system-nodes",
@@ -175,7 +176,7 @@ class Cluster(pulumi.ComponentResource):
             update_config={"max_unavailable": 1},
             labels=SYSTEM_NODE_LABEL,
             tags=tags,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[*self.core_addons, *node_policies]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=self.node_prerequisites),
         )
         for addon_name in ADDONS_AFTER_NODES:
             self.core_addons.append(addon(addon_name, [self.system_nodes]))

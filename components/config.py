@@ -55,6 +55,8 @@ FSX_PERSISTENT_2_THROUGHPUT = (125, 250, 500, 1000)
 FSX_MAX_CAPACITY_GIB = 2_400 * 1_000
 # Metadata IOPS for USER_PROVISIONED mode (FSx Lustre User Guide,
 # "Lustre metadata performance configuration").
+# FSx counts 1,200 GiB as 1.2 TiB when it quotes throughput per TiB.
+FSX_GIB_PER_TIB = 1000
 FSX_METADATA_IOPS = (1500, 3000, 6000, 12000) + tuple(range(24000, 192001, 12000))
 
 _DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
@@ -135,9 +137,13 @@ class FsxConfig:
 
     @property
     def aggregate_throughput_mbps(self) -> float:
-        """Capacity (TiB) x per-unit throughput; SCRATCH_2 is 200 MB/s/TiB."""
+        """Capacity (TiB) x per-unit throughput; SCRATCH_2 is 200 MB/s/TiB.
+
+        FSx counts 1,200 GiB as 1.2 TiB (FSx Lustre User Guide, "Amazon FSx for
+        Lustre performance": 1.2 TiB SCRATCH_2 gives 240 MB/s), so TiB = GiB / 1000.
+        """
         per_tib = self.throughput_per_tib if self.throughput_per_tib is not None else 200
-        return self.storage_capacity_gib / 1024 * per_tib
+        return self.storage_capacity_gib / FSX_GIB_PER_TIB * per_tib
 
 
 @dataclass(frozen=True)
@@ -147,6 +153,7 @@ class StorageConfig:
     checkpoint_prefix: str = "checkpoints/"
     retain_on_destroy: bool = True
     read_target_mbps_per_gpu: float = 100.0
+    s3_link: bool = True
 
 
 @dataclass(frozen=True)
@@ -449,8 +456,16 @@ def _storage(sec: Section) -> StorageConfig:
                          f"must not overlap datasetPrefix {dataset!r} (one S3 link each)")
     retain = sec.boolean("retainOnDestroy", d.retain_on_destroy)
     target = sec.number("readTargetMBpsPerGpu", d.read_target_mbps_per_gpu, minimum=0)
+    s3_link = sec.boolean("s3Link", d.s3_link)
+    if s3_link is not False and (fsx.backup_retention_days or fsx.final_backup_on_delete):
+        # FSx Lustre User Guide, "Working with backups": backups are for persistent
+        # file systems not linked to an S3 data repository; S3 is the durable copy.
+        key = "backupRetentionDays" if fsx.backup_retention_days else "finalBackupOnDelete"
+        sec.problems.add(f"{sec.key_path('fsx')}.{key}",
+                         "FSx cannot back up a file system linked to S3 (the versioned bucket is the durable "
+                         "copy); remove the backup settings or set storage.s3Link: false")
     sec.finish()
-    return StorageConfig(fsx=fsx, dataset_prefix=dataset or d.dataset_prefix,
+    return StorageConfig(fsx=fsx, s3_link=s3_link is not False, dataset_prefix=dataset or d.dataset_prefix,
                          checkpoint_prefix=checkpoint or d.checkpoint_prefix,
                          retain_on_destroy=d.retain_on_destroy if retain is None else retain,
                          read_target_mbps_per_gpu=d.read_target_mbps_per_gpu if target is None else target)
@@ -621,6 +636,12 @@ __all__ = [
     "ConfigError", "StackConfig", "GpuPoolConfig", "JobConfig", "NetworkConfig", "StorageConfig",
     "FsxConfig", "SystemNodesConfig", "ModelConfig", "RunPolicyConfig", "parse", "parse_count", "show",
 ]
+
+
+def raise_problems(problems: list) -> None:
+    """Raise ConfigError for problems found outside parse() (e.g. by invokes)."""
+    if problems:
+        raise ConfigError(problems)
 
 
 def raw_from_engine() -> dict[str, Any]:

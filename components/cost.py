@@ -48,8 +48,8 @@ class CostEstimate:
 def fsx_per_hour(cfg: StackConfig) -> float:
     fsx = cfg.storage.fsx
     per_gb_month = FSX_GB_MONTH[(fsx.deployment_type, fsx.throughput_per_tib)]
-    # GiB -> GB, as AWS bills decimal gigabytes.
-    return fsx.storage_capacity_gib * 1.073741824 * per_gb_month / HOURS_PER_MONTH
+    # FSx bills the provisioned capacity as quoted: a 1,200 GiB file system is 1,200 GB-month.
+    return fsx.storage_capacity_gib * per_gb_month / HOURS_PER_MONTH
 
 
 def estimate(cfg: StackConfig) -> CostEstimate:

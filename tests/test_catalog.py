@@ -45,7 +45,9 @@ def test_catalog_matches_describe_instance_types(name):
     assert t.efa_supported == net["EfaSupported"]
     assert t.efa_cards == tuple(c["NetworkCardIndex"] for c in net["NetworkCards"] if "efa" in c["InterfaceTypes"])
     assert t.network_gbps == network_gbps(net)
-    assert t.local_nvme_gb == (aws.get("InstanceStorageInfo") or {}).get("TotalSizeInGB", 0)
+    storage = aws.get("InstanceStorageInfo") or {}
+    assert t.local_nvme_gb == storage.get("TotalSizeInGB", 0)
+    assert t.local_nvme_disks == sum(d["Count"] for d in storage.get("Disks", []))
 
 
 def test_catalog_covers_the_supported_types():

@@ -47,9 +47,10 @@ def test_prod_stack_parses():
     assert pool.efa_enabled and pool.uses_placement_group and pool.fabric_test
     fsx = cfg.storage.fsx
     assert (fsx.deployment_type, fsx.storage_capacity_gib, fsx.throughput_per_tib) == ("PERSISTENT_2", 48000, 500)
-    assert fsx.backup_retention_days == 7 and fsx.final_backup_on_delete
+    assert fsx.backup_retention_days == 0 and cfg.storage.s3_link  # S3-linked: the bucket is the copy
+    assert fsx.aggregate_throughput_mbps == 24000  # 48 TiB (FSx counts 1,000 GiB a TiB) x 500
     assert [j.name for j in cfg.jobs] == ["llama-70b", "gpt-pretrain"]
-    assert cfg.jobs[0].model.params == 70e9 and cfg.jobs[0].model.tokens == 2e12
+    assert cfg.jobs[0].model.params == 70e9 and cfg.jobs[0].model.tokens == 300e9
 
 
 def test_defaults_apply_when_keys_are_absent():
@@ -163,6 +164,12 @@ BAD_CASES = [
      "gpucluster:storage.fsx.efaEnabled: got true; EFA-enabled FSx needs deploymentType PERSISTENT_2, not SCRATCH_2"),
     ({"gpucluster:storage": {"fsx": {"deploymentType": "SCRATCH_1"}}},
      "gpucluster:storage.fsx.deploymentType: got 'SCRATCH_1'; allowed: SCRATCH_2, PERSISTENT_2"),
+    ({"gpucluster:storage": {"fsx": {"deploymentType": "PERSISTENT_2", "storageCapacityGiB": 2400,
+                                     "backupRetentionDays": 7}}},
+     "gpucluster:storage.fsx.backupRetentionDays: FSx cannot back up a file system linked to S3 (the versioned "
+     "bucket is the durable copy); remove the backup settings or set storage.s3Link: false"),
+    ({"gpucluster:storage": {"fsx": {"deploymentType": "SCRATCH_2", "backupRetentionDays": 7}, "s3Link": False}},
+     "gpucluster:storage.fsx.backupRetentionDays: got 7; backups need PERSISTENT_2; use 0 or omit"),
     ({"gpucluster:storage": {"datasetPrefix": "/data/"}},
      "gpucluster:storage.datasetPrefix: got '/data/'; must be an S3 key prefix such as datasets/"),
     ({"gpucluster:storage": {"datasetPrefix": "data"}},

@@ -40,7 +40,7 @@ def test_dev_plan_report(dev_report):
     cost = r["cost"]
     assert cost["minPerHour"] == pytest.approx(sum(x["minPerHour"] for x in cost["lines"]), abs=1e-3)
     # min: control plane 0.10 + 1 NAT 0.045 + 2 x m7i.large 0.2016 + FSx 1200 GiB SCRATCH_2
-    fsx = 1200 * 1.073741824 * 0.140 / 730
+    fsx = 1200 * 0.140 / 730
     assert cost["minPerHour"] == pytest.approx(0.10 + 0.045 + 0.2016 + fsx, abs=1e-3)
     assert cost["maxPerHour"] == pytest.approx(cost["minPerHour"] + 2 * 1.861, abs=1e-3)
 

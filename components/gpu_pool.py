@@ -1,0 +1,276 @@
+"""GpuNodePool: one managed node group of GPU nodes with every EFA interface wired.
+
+Per pool: an EFA security group, a cluster placement group (when the pool
+uses one), a launch template with the EFA interface layout of
+`components.efa`, the EKS managed node group in the single GPU zone, and the
+cluster-autoscaler node-template tags on its Auto Scaling group so the pool
+can scale up from zero. Labels, taints, tags and user data come from
+`components.nodepool`; this module only wires resources together.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+
+from components import efa, nodepool
+from components.config import GpuPoolConfig
+from components.validation import Problem
+
+# EKS-optimized AL2023 AMI with the NVIDIA driver, container toolkit and the
+# EFA driver (EKS User Guide, "Create nodes with optimized accelerated
+# Amazon Linux AMIs"); the node group picks it from ami_type.
+AMI_TYPE = "AL2023_x86_64_NVIDIA"
+
+# Root volume: gp3 baseline is 3,000 IOPS and 125 MiB/s; training images are
+# 10-20 GB, so pulls get 500 MiB/s (needs >= 2,000 IOPS: at most 0.25 MiB/s
+# per IOPS). EBS User Guide, "Amazon EBS General Purpose SSD volumes".
+ROOT_DEVICE = "/dev/xvda"  # AL2023 AMIs' root device name
+ROOT_VOLUME_IOPS = 6000
+ROOT_VOLUME_THROUGHPUT_MIBPS = 500
+
+# The autoscaler owns the node count once the group exists (EKS User Guide,
+# "Scale cluster compute with Karpenter and Cluster Autoscaler"); the path is
+# the engine's camelCase property path.
+AUTOSCALED_PROPERTY = "scalingConfig.desiredSize"
+
+
+def release_version_parameter(kubernetes_version: str) -> str:
+    """SSM public parameter with the recommended AL2023 NVIDIA AMI release for a Kubernetes version.
+
+    EKS User Guide, "Retrieve recommended Amazon Linux AMI IDs".
+    """
+    return f"/aws/service/eks/optimized-ami/{kubernetes_version}/amazon-linux-2023/x86_64/nvidia/recommended/release_version"
+
+
+def network_interfaces(pool: GpuPoolConfig, security_group_ids: list[pulumi.Input[str]]) -> list[dict[str, Any]]:
+    """Launch template network interfaces: the EFA layout, every interface in every security group.
+
+    No subnet here: the managed node group places interfaces in its own
+    subnets. Security groups sit on the interfaces because a launch
+    template cannot have both vpc_security_group_ids and network_interfaces.
+    """
+    interfaces = []
+    for spec in efa.interface_layout(pool.instance, pool.efa_enabled):
+        interface: dict[str, Any] = {
+            "device_index": spec.device_index,
+            "network_card_index": spec.network_card_index,
+            "security_groups": list(security_group_ids),
+            "delete_on_termination": "true",
+        }
+        if spec.is_efa:
+            interface["interface_type"] = spec.interface_type
+        interfaces.append(interface)
+    return interfaces
+
+
+def capacity_options(pool: GpuPoolConfig) -> dict[str, Any]:
+    """Launch template arguments that bind the pool to its reservation.
+
+    A Capacity Block needs market type capacity-block plus the reservation as
+    target (EC2 User Guide, "Use Capacity Blocks for ML"; EKS User Guide,
+    "Create a managed node group for Capacity Blocks for ML"). On-demand with
+    a reservation id targets that ODCR instead of open matching.
+    """
+    options: dict[str, Any] = {}
+    if pool.capacity_reservation_id is not None:
+        options["capacity_reservation_specification"] = {
+            "capacity_reservation_target": {"capacity_reservation_id": pool.capacity_reservation_id}}
+    if pool.capacity_type == "CAPACITY_BLOCK":
+        options["instance_market_options"] = {"market_type": "capacity-block"}
+    return options
+
+
+def reservation_problems(pool: GpuPoolConfig, availability_zone: str, reservation_zone: str | None,
+                         reservation_type: str | None) -> list[Problem]:
+    """A reservation outside the GPU zone (or for another type) can never launch a node."""
+    path = f"gpucluster:gpuPools[name={pool.name}].capacityReservationId"
+    problems = []
+    if reservation_zone != availability_zone:
+        problems.append(Problem(path, f"{pool.capacity_reservation_id} is in {reservation_zone}, but the GPU zone "
+                                      f"is {availability_zone}; set gpucluster:gpuAvailabilityZone to "
+                                      f"{reservation_zone} or use a reservation in {availability_zone}"))
+    if reservation_type != pool.instance_type:
+        problems.append(Problem(path, f"{pool.capacity_reservation_id} reserves {reservation_type}, "
+                                      f"not the pool's {pool.instance_type}"))
+    return problems
+
+
+def capacity_block_problems(pool: GpuPoolConfig, availability_zone: str) -> list[Problem]:
+    """Look the Capacity Block up: why it cannot serve the pool (empty when it can).
+
+    Called by __main__ before anything registers: a reservation in another zone
+    fails only at scale-up, long after `pulumi up` said it succeeded.
+
+    pulumi-aws has an invoke for Capacity Blocks only
+    (ec2.get_capacity_block_reservation); an On-Demand Capacity Reservation
+    has none, so a targeted ODCR's zone is not checked here (preflight's job).
+    """
+    if pool.capacity_type != "CAPACITY_BLOCK":
+        return []
+    block = aws.ec2.get_capacity_block_reservation(id=pool.capacity_reservation_id)
+    return reservation_problems(pool, availability_zone, block.availability_zone, block.instance_type)
+
+
+def _tag_slug(key: str) -> str:
+    """A resource-name part for a node-template tag key: label/gpucluster.io/pool -> label-gpucluster.io-pool."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", key.removeprefix(f"{nodepool.NODE_TEMPLATE_PREFIX}/"))
+
+
+@dataclass(frozen=True)
+class GpuNodePoolArgs:
+    pool: GpuPoolConfig
+    cluster_name: pulumi.Input[str]
+    kubernetes_version: str
+    vpc_id: pulumi.Input[str]
+    subnet_id: pulumi.Input[str]  # the GPU zone's private subnet
+    availability_zone: str  # the GPU zone
+    # Cluster security group + network.node_security_group_id: a launch template
+    # with its own security groups replaces EKS's default (the cluster SG), so
+    # it must be listed. The pool adds its EFA security group.
+    security_group_ids: list[pulumi.Input[str]]
+    node_role_arn: pulumi.Input[str]
+    tags: dict[str, str] = field(default_factory=dict)
+    depends_on: list[pulumi.Resource] = field(default_factory=list)  # e.g. core add-ons, node role policies
+
+
+class GpuNodePool(pulumi.ComponentResource):
+    """A managed node group of one GPU instance type, EFA on every card, autoscaled from zero."""
+
+    node_group_name: pulumi.Output[str]
+    asg_name: pulumi.Output[str]
+    efa_security_group_id: pulumi.Output[str] | None
+    placement_group_name: pulumi.Output[str] | None
+    labels: dict[str, str]
+    taints: tuple[nodepool.Taint, ...]
+    efa_interfaces: int
+    gpus_per_node: int
+    hugepages_2mi: str | None
+
+    def __init__(self, name: str, args: GpuNodePoolArgs, opts: pulumi.ResourceOptions | None = None):
+        pool = args.pool
+        super().__init__("gpucluster:index:GpuNodePool", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+
+        self.labels = nodepool.node_labels(pool)
+        self.taints = nodepool.node_taints(pool)
+        self.efa_interfaces = nodepool.efa_interfaces(pool)
+        self.gpus_per_node = pool.instance.gpu_count
+        self.hugepages_2mi = nodepool.hugepages_2mi(pool)
+
+        def tags(role: str) -> dict[str, str]:
+            return {**args.tags, "Name": f"{name}-{role}"}
+
+        security_group_ids = list(args.security_group_ids)
+        self.efa_security_group_id = None
+        if pool.efa_enabled:
+            # EFA traffic must be allowed to and from the group itself (EC2 User
+            # Guide, "Prepare an EFA-enabled security group"). Separate rule
+            # resources, not inline rules, so rules can change without
+            # replacing the group; no other egress, the node group's other
+            # security groups grant the rest.
+            efa_sg = aws.ec2.SecurityGroup(f"{name}-efa-sg", vpc_id=args.vpc_id,
+                                           description=f"EFA traffic among the nodes of GPU pool {pool.name}",
+                                           tags=tags("efa"), opts=child)
+            aws.vpc.SecurityGroupIngressRule(f"{name}-efa-ingress", security_group_id=efa_sg.id,
+                                             referenced_security_group_id=efa_sg.id, ip_protocol="-1",
+                                             description="all traffic from EFA peers", opts=child)
+            aws.vpc.SecurityGroupEgressRule(f"{name}-efa-egress", security_group_id=efa_sg.id,
+                                            referenced_security_group_id=efa_sg.id, ip_protocol="-1",
+                                            description="all traffic to EFA peers", opts=child)
+            security_group_ids.append(efa_sg.id)
+            self.efa_security_group_id = efa_sg.id
+
+        placement = None
+        self.placement_group_name = None
+        if pool.uses_placement_group:
+            # One spine for all nodes: lowest latency between EFA peers (EC2
+            # User Guide, "Placement strategies", cluster).
+            group = aws.ec2.PlacementGroup(f"{name}-placement", strategy="cluster", tags=tags("placement"),
+                                           opts=child)
+            # A placement group's id is its name (it is imported by name).
+            placement = {"group_name": group.id}
+            self.placement_group_name = group.id
+
+        release_version = aws.ssm.get_parameter(name=release_version_parameter(args.kubernetes_version)).value
+        template = aws.ec2.LaunchTemplate(
+            f"{name}-launch-template",
+            description=f"GPU pool {pool.name}: {pool.instance_type}, {self.efa_interfaces} EFA interfaces",
+            # No image_id: the node group's ami_type picks the EKS AL2023 NVIDIA
+            # AMI and EKS adds the bootstrap NodeConfig itself.
+            network_interfaces=network_interfaces(pool, security_group_ids),
+            placement=placement,
+            # IMDSv2 only, one hop: a pod's packets to IMDS cross the pod's
+            # network namespace (a second hop) and are dropped, so pods cannot
+            # take the node role's credentials; they get their own through EKS
+            # Pod Identity (EKS Best Practices Guide, Security, "Restrict
+            # access to the instance profile assigned to the worker node").
+            metadata_options={"http_endpoint": "enabled", "http_tokens": "required",
+                              "http_put_response_hop_limit": 1},
+            block_device_mappings=[{
+                "device_name": ROOT_DEVICE,
+                "ebs": {"volume_size": pool.root_volume_gib, "volume_type": "gp3", "encrypted": "true",
+                        "iops": ROOT_VOLUME_IOPS, "throughput": ROOT_VOLUME_THROUGHPUT_MIBPS,
+                        "delete_on_termination": "true"},
+            }],
+            user_data=nodepool.user_data_base64(pool),
+            tag_specifications=[{"resource_type": kind, "tags": tags("node")} for kind in ("instance", "volume")],
+            tags=tags("launch-template"),
+            opts=child,
+            **capacity_options(pool),
+        )
+
+        node_group_tags = pulumi.Output.from_input(args.cluster_name).apply(
+            lambda cluster: {**args.tags, **nodepool.autoscaler_tags(pool, cluster)})
+        node_group = aws.eks.NodeGroup(
+            f"{name}-node-group",
+            cluster_name=args.cluster_name,
+            node_role_arn=args.node_role_arn,
+            # EFA does not cross zones: one subnet, the GPU zone's.
+            subnet_ids=[args.subnet_id],
+            ami_type=AMI_TYPE,
+            version=args.kubernetes_version,
+            release_version=release_version,
+            instance_types=[pool.instance_type],
+            capacity_type=pool.capacity_type,
+            launch_template={"id": template.id, "version": template.latest_version.apply(str)},
+            scaling_config={"min_size": pool.min_nodes, "desired_size": pool.desired_nodes,
+                            "max_size": pool.max_nodes},
+            # One node at a time: a rolling AMI update never takes a whole
+            # training job's nodes at once.
+            update_config={"max_unavailable": 1},
+            # EKS replaces nodes its monitoring agent reports unhealthy (GPU
+            # Xid errors, NVLink, EFA) instead of leaving them to hang jobs
+            # (EKS User Guide, "Enable node auto repair").
+            node_repair_config={"enabled": True},
+            labels=self.labels,
+            taints=[{"key": t.key, "value": t.value, "effect": t.eks_effect} for t in self.taints],
+            tags=node_group_tags,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on),
+                                        ignore_changes=[AUTOSCALED_PROPERTY]),
+        )
+        self.node_group_name = node_group.node_group_name
+        self.asg_name = node_group.resources.apply(lambda resources: resources[0].autoscaling_groups[0].name)
+
+        # Managed node groups do not copy their tags to the Auto Scaling group,
+        # where the autoscaler reads node templates. EKS itself tags the group
+        # for auto-discovery (EKS User Guide, "Managed node groups"), so only
+        # the node-template tags are added here: a second owner of the
+        # discovery tags would delete EKS's when a pool is renamed.
+        for key, value in nodepool.node_template_tags(pool).items():
+            aws.autoscaling.Tag(f"{name}-asg-tag-{_tag_slug(key)}", autoscaling_group_name=self.asg_name,
+                                tag={"key": key, "value": value, "propagate_at_launch": False}, opts=child)
+
+        self.register_outputs({
+            "nodeGroupName": self.node_group_name,
+            "asgName": self.asg_name,
+            "efaSecurityGroupId": self.efa_security_group_id,
+            "placementGroupName": self.placement_group_name,
+            "launchTemplateId": template.id,
+            "efaInterfaces": self.efa_interfaces,
+            "gpusPerNode": self.gpus_per_node,
+        })
