@@ -1,0 +1,107 @@
+"""TrainingJob and FabricTest: a job's MPIJob/PyTorchJob, and a pool's nccl-tests run.
+
+Thin wiring of the manifests components/launcher.py builds; each registers
+one custom resource. Pulumi does not wait for a custom resource to finish,
+so `pulumi up` returns once the job is accepted. A changed spec replaces the
+job (delete, then create): the operators do not reconcile spec edits into
+running pods, and the fixed name forbids creating the new one first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components import launcher, nccl
+from components.config import GpuPoolConfig, JobConfig
+
+
+def _job_options(component: pulumi.Resource, provider: k8s.Provider,
+                 depends_on: Sequence[pulumi.Resource]) -> pulumi.ResourceOptions:
+    return pulumi.ResourceOptions(parent=component, provider=provider, depends_on=list(depends_on),
+                                  replace_on_changes=["spec"], delete_before_replace=True)
+
+
+@dataclass(frozen=True)
+class TrainingJobArgs:
+    job: JobConfig
+    pool: GpuPoolConfig
+    namespace: str
+    claim_name: pulumi.Input[str]  # the FSx ReadWriteMany claim in `namespace`
+    provider: k8s.Provider
+    # The Operators component (CRDs and operators ready) and the claim's owner.
+    depends_on: Sequence[pulumi.Resource] = field(default_factory=tuple)
+
+
+class TrainingJob(pulumi.ComponentResource):
+    """One training job as an MPIJob (launcher mpirun) or PyTorchJob (launcher torchrun)."""
+
+    job_name: str
+    kind: str
+    resource: k8s.apiextensions.CustomResource
+
+    def __init__(self, name: str, args: TrainingJobArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpucluster:index:TrainingJob", name, None, opts)
+        job, pool = args.job, args.pool
+        api_version, self.kind = launcher.KINDS[job.launcher]
+        self.job_name = job.name
+        manifest = pulumi.Output.from_input(args.claim_name).apply(
+            lambda claim: launcher.job_manifest(job, pool, claim, args.namespace))
+        self.resource = k8s.apiextensions.CustomResource(
+            f"{name}-{self.kind.lower()}",
+            api_version=api_version,
+            kind=self.kind,
+            metadata={"name": job.name, "namespace": args.namespace, "labels": launcher.labels(job.name, pool)},
+            spec=manifest["spec"],
+            opts=_job_options(self, args.provider, args.depends_on),
+        )
+        self.register_outputs({"jobName": self.job_name, "kind": self.kind, "namespace": args.namespace})
+
+
+@dataclass(frozen=True)
+class FabricTestArgs:
+    pool: GpuPoolConfig  # fabricTest: true (config checks it has EFA and maxNodes >= 2)
+    namespace: str
+    provider: k8s.Provider
+    depends_on: Sequence[pulumi.Resource] = field(default_factory=tuple)  # the Operators component
+    nodes: int = 2
+
+
+class FabricTest(pulumi.ComponentResource):
+    """nccl-tests all_reduce_perf across `nodes` nodes of a pool, and the bus bandwidth to expect.
+
+    `expected_busbw_gbps` is None for types without EFA; compare the run's
+    log with `python -m bootstrap nccl-report`.
+    """
+
+    job_name: str
+    kind: str
+    expected_busbw_gbps: float | None
+    expected_busbw_size: str | None
+    resource: k8s.apiextensions.CustomResource
+
+    def __init__(self, name: str, args: FabricTestArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpucluster:index:FabricTest", name, None, opts)
+        pool = args.pool
+        manifest = launcher.nccl_test_mpijob(pool, args.namespace, nodes=args.nodes)
+        self.job_name = manifest["metadata"]["name"]
+        self.kind = manifest["kind"]
+        expected = nccl.expected_busbw_gbps(pool.instance_type)
+        self.expected_busbw_gbps, self.expected_busbw_size = expected if expected else (None, None)
+        self.resource = k8s.apiextensions.CustomResource(
+            f"{name}-mpijob",
+            api_version=manifest["apiVersion"],
+            kind=self.kind,
+            metadata=manifest["metadata"],
+            spec=manifest["spec"],
+            opts=_job_options(self, args.provider, args.depends_on),
+        )
+        self.register_outputs({
+            "jobName": self.job_name,
+            "kind": self.kind,
+            "expectedBusbwGbps": self.expected_busbw_gbps,
+            "expectedBusbwSize": self.expected_busbw_size,
+        })
