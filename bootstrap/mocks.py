@@ -112,8 +112,25 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         super().__init__(mocks)
         self.registrations: list[Registration] = []
         self.outputs_by_urn: dict[str, dict[str, Any]] = {}
+        # The stock monitor gives each worker thread an event loop it never
+        # closes; we close them when the run ends instead of at garbage collection.
+        self.thread_loops: set[asyncio.AbstractEventLoop] = set()
+
+    def _track_thread_loop(self) -> None:
+        self.thread_loops.add(pulumi_mocks._ensure_event_loop())
+
+    def close_thread_loops(self) -> None:
+        for loop in self.thread_loops:
+            if not loop.is_running() and not loop.is_closed():
+                loop.close()
+        self.thread_loops.clear()
+
+    def Invoke(self, request):
+        self._track_thread_loop()
+        return super().Invoke(request)
 
     def RegisterResource(self, request):
+        self._track_thread_loop()
         response = super().RegisterResource(request)
         if request.type == "pulumi:pulumi:Stack":
             return response
@@ -139,7 +156,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         return response
 
     def RegisterResourceOutputs(self, request):
-        pulumi_mocks._ensure_event_loop()
+        self._track_thread_loop()
         self.outputs_by_urn[request.urn] = rpc.deserialize_properties(request.outputs)
         return super().RegisterResourceOutputs(request)
 
@@ -374,6 +391,9 @@ def run_program(raw_config: dict[str, str], stack: str, project: str = "gpuclust
     finally:
         pulumi.runtime.reset_options()
         pulumi.runtime.set_all_config({})
+        loop.run_until_complete(loop.shutdown_default_executor())
+        monitor.thread_loops.discard(loop)
+        monitor.close_thread_loops()
         asyncio.set_event_loop(None)
         loop.close()
 

@@ -172,7 +172,7 @@ class ModelConfig:
 @dataclass(frozen=True)
 class RunPolicyConfig:
     clean_pod_policy: str = "Running"
-    ttl_seconds_after_finished: int = 3600
+    ttl_seconds_after_finished: int | None = None
     active_deadline_seconds: int | None = None
     backoff_limit: int = 3
 
@@ -583,12 +583,12 @@ def _job(sec: Section, pools: dict[str, GpuPoolConfig], declared_pools: set[str]
 def _run_policy(sec: Section) -> RunPolicyConfig:
     d = RunPolicyConfig()
     clean = sec.enum("cleanPodPolicy", CLEAN_POD_POLICIES, d.clean_pod_policy)
-    ttl = sec.integer("ttlSecondsAfterFinished", d.ttl_seconds_after_finished, minimum=0)
+    ttl = sec.integer("ttlSecondsAfterFinished", minimum=0)
     deadline = sec.integer("activeDeadlineSeconds", minimum=1)
     backoff = sec.integer("backoffLimit", d.backoff_limit, minimum=0, maximum=100)
     sec.finish()
     return RunPolicyConfig(clean_pod_policy=clean or d.clean_pod_policy,
-                           ttl_seconds_after_finished=d.ttl_seconds_after_finished if ttl is None else ttl,
+                           ttl_seconds_after_finished=ttl,
                            active_deadline_seconds=deadline,
                            backoff_limit=d.backoff_limit if backoff is None else backoff)
 

@@ -68,7 +68,7 @@ def gpus_per_node(job: JobConfig, pool: GpuPoolConfig) -> int:
 
 def job_env(job: JobConfig, pool: GpuPoolConfig) -> dict[str, str]:
     """The type's NCCL/EFA preset, the job's env over it (job wins, "" or null removes)."""
-    return nccl.merge_env(nccl.preset_env(pool.instance_type), job.env)
+    return nccl.merge_env(nccl.preset_env(pool.instance_type, pool.efa_enabled), job.env)
 
 
 def labels(job_name: str, pool: GpuPoolConfig) -> dict[str, str]:
@@ -77,11 +77,14 @@ def labels(job_name: str, pool: GpuPoolConfig) -> dict[str, str]:
 
 
 def run_policy(policy: RunPolicyConfig) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "cleanPodPolicy": policy.clean_pod_policy,
-        "ttlSecondsAfterFinished": policy.ttl_seconds_after_finished,
-        "backoffLimit": policy.backoff_limit,
-    }
+    """The operators' run policy: pods cleaned when the job ends, so GPUs free up and pools scale down.
+
+    No TTL unless asked for: Pulumi owns the job object, and a TTL deleting it
+    behind Pulumi's back would make the next `pulumi up --refresh` re-run it.
+    """
+    out: dict[str, Any] = {"cleanPodPolicy": policy.clean_pod_policy, "backoffLimit": policy.backoff_limit}
+    if policy.ttl_seconds_after_finished is not None:
+        out["ttlSecondsAfterFinished"] = policy.ttl_seconds_after_finished
     if policy.active_deadline_seconds is not None:
         out["activeDeadlineSeconds"] = policy.active_deadline_seconds
     return out
@@ -263,6 +266,6 @@ def nccl_test_mpijob(pool: GpuPoolConfig, namespace: str, nodes: int = 2,
     """all_reduce_perf over `nodes` whole nodes of the pool: every GPU, every EFA device."""
     gpus = pool.instance.gpu_count
     worker = worker_container("worker", image, pool, gpus, None)
-    command = mpirun_command(nodes, gpus, nccl.preset_env(pool.instance_type), ALL_REDUCE_PERF)
+    command = mpirun_command(nodes, gpus, nccl.preset_env(pool.instance_type, pool.efa_enabled), ALL_REDUCE_PERF)
     return _mpijob(nccl_test_name(pool), namespace, pool, nodes, gpus, image, command, worker, None,
                    RunPolicyConfig())

@@ -80,10 +80,13 @@ _MEASURED["p4d.24xlarge"] = BusbwReference(78.0, 2 * GIB, False,
                                            "same fabric as p4de.24xlarge (4x 100 Gbps EFA)")
 
 
-def preset_env(instance_type: str) -> dict[str, str]:
-    """The NCCL/libfabric environment for `instance_type`; KeyError if it is not in the catalog."""
+def preset_env(instance_type: str, efa: bool = True) -> dict[str, str]:
+    """The NCCL/libfabric environment for `instance_type` (efa=False: a pool with EFA turned off).
+
+    KeyError if the type is not in the catalog.
+    """
     itype = catalog.get(instance_type)
-    if not itype.efa_supported:
+    if not itype.efa_supported or not efa:
         # Single-GPU or socket-only types: no libfabric at all, and NCCL_NET is not
         # forced, so NCCL uses its own socket (or no) transport.
         return {"NCCL_SOCKET_IFNAME": SOCKET_IFNAME_EXCLUDE, "NCCL_DEBUG": "INFO"}

@@ -214,7 +214,7 @@ def test_pytorchjob_elastic_worker_only():
 
 def test_run_policy():
     assert manifest("mpi-h100")["spec"]["runPolicy"] == {
-        "cleanPodPolicy": "Running", "ttlSecondsAfterFinished": 3600, "backoffLimit": 3}
+        "cleanPodPolicy": "Running", "backoffLimit": 3}
     assert manifest("tuned")["spec"]["runPolicy"] == {
         "cleanPodPolicy": "All", "ttlSecondsAfterFinished": 60, "backoffLimit": 0, "activeDeadlineSeconds": 7200}
     assert manifest("torch-h100")["spec"]["runPolicy"]["cleanPodPolicy"] == "Running"

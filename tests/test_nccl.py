@@ -136,3 +136,11 @@ def test_pass_fraction():
 ])
 def test_format_bytes(size, text):
     assert nccl.format_bytes(size) == text
+
+
+def test_efa_turned_off_on_an_efa_type_gets_the_socket_preset():
+    from components import nccl as presets
+
+    env = presets.preset_env("p4de.24xlarge", efa=False)
+    assert "FI_PROVIDER" not in env and "FI_EFA_USE_DEVICE_RDMA" not in env
+    assert env == presets.preset_env("g6e.xlarge")
