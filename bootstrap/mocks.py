@@ -229,7 +229,8 @@ class GpuClusterMocks(pulumi_mocks.Mocks):
                     "reservationType": "capacity-block"}
         if token == "aws:ssm/getParameter:getParameter":
             name = a.get("name", "")
-            value = "1.33.5-20251120" if name.endswith("release_version") else "ami-0" + _hex(name, n=16)
+            version = name.split("/optimized-ami/")[-1].split("/")[0]
+            value = f"{version}.5-20261120" if name.endswith("release_version") else "ami-0" + _hex(name, n=16)
             return {"name": name, "value": value, "type": "String", "id": name, "arn": f"arn:aws:ssm:{name}"}
         return {}
 

@@ -92,6 +92,24 @@ def _rule(groups: list[str], resources: list[str], verbs: list[str]) -> dict[str
     return {"apiGroups": groups, "resources": resources, "verbs": verbs}
 
 
+def _deployment(name: str, namespace: str, labels: dict[str, str], container: dict[str, Any],
+                **pod_spec: Any) -> dict[str, Any]:
+    """A one-replica operator Deployment on the system nodes, its service account named like it."""
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels, "annotations": {"sidecar.istio.io/inject": "false"}},
+                "spec": {"containers": [container], "serviceAccountName": name,
+                         "nodeSelector": dict(SYSTEM_NODE_LABEL), **pod_spec},
+            },
+        },
+    }
+
+
 def mpi_operator_objects() -> list[dict[str, Any]]:
     """deploy/v2beta1/mpi-operator.yaml of kubeflow/mpi-operator, as dicts, CRD first."""
     ns = MPI_OPERATOR_NAMESPACE
@@ -141,24 +159,11 @@ def mpi_operator_objects() -> list[dict[str, Any]]:
          "metadata": {"name": "mpi-operator", "labels": labels},
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "mpi-operator"},
          "subjects": [{"kind": "ServiceAccount", "name": "mpi-operator", "namespace": ns}]},
-        {"apiVersion": "apps/v1", "kind": "Deployment",
-         "metadata": {"name": "mpi-operator", "namespace": ns, "labels": labels},
-         "spec": {
-             "replicas": 1,
-             "selector": {"matchLabels": labels},
-             "template": {
-                 "metadata": {"labels": labels, "annotations": {"sidecar.istio.io/inject": "false"}},
-                 "spec": {
-                     "containers": [{
-                         "name": "mpi-operator",
-                         "image": MPI_OPERATOR_IMAGE,
-                         "args": ["-alsologtostderr", f"--lock-namespace={ns}"],
-                     }],
-                     "serviceAccountName": "mpi-operator",
-                     "nodeSelector": dict(SYSTEM_NODE_LABEL),
-                 },
-             },
-         }},
+        _deployment("mpi-operator", ns, labels, {
+            "name": "mpi-operator",
+            "image": MPI_OPERATOR_IMAGE,
+            "args": ["-alsologtostderr", f"--lock-namespace={ns}"],
+        }),
     ]
 
 
@@ -219,41 +224,26 @@ def training_operator_objects() -> list[dict[str, Any]]:
          "spec": {"type": "ClusterIP", "selector": labels, "ports": [
              {"name": "monitoring-port", "port": 8080, "targetPort": 8080},
              {"name": "webhook-server", "port": 443, "protocol": "TCP", "targetPort": 9443}]}},
-        {"apiVersion": "apps/v1", "kind": "Deployment",
-         "metadata": {"name": name, "namespace": ns, "labels": labels},
-         "spec": {
-             "replicas": 1,
-             "selector": {"matchLabels": labels},
-             "template": {
-                 "metadata": {"labels": labels, "annotations": {"sidecar.istio.io/inject": "false"}},
-                 "spec": {
-                     "containers": [{
-                         "name": name,
-                         "image": TRAINING_OPERATOR_IMAGE,
-                         "command": ["/manager"],
-                         # Only PyTorchJob: the MPIJob v1 controller would fight
-                         # the MPI Operator over mpijobs.kubeflow.org (kubeflow/trainer
-                         # issues #1777, #1972: enable the non-MPI schemes only).
-                         "args": ["--enable-scheme=pytorchjob"],
-                         "env": field_env,
-                         "ports": [{"containerPort": 8080},
-                                   {"containerPort": 9443, "name": "webhook-server", "protocol": "TCP"}],
-                         "livenessProbe": {**probe, "httpGet": {**probe["httpGet"], "path": "/healthz"},
-                                           "initialDelaySeconds": 15, "periodSeconds": 20},
-                         "readinessProbe": {**probe, "httpGet": {**probe["httpGet"], "path": "/readyz"},
-                                            "initialDelaySeconds": 10, "periodSeconds": 15},
-                         "securityContext": {"allowPrivilegeEscalation": False},
-                         "volumeMounts": [{"name": "cert", "mountPath": "/tmp/k8s-webhook-server/serving-certs",
-                                           "readOnly": True}],
-                     }],
-                     "serviceAccountName": name,
-                     "terminationGracePeriodSeconds": 10,
-                     "nodeSelector": dict(SYSTEM_NODE_LABEL),
-                     "volumes": [{"name": "cert", "secret": {"secretName": _WEBHOOK_CERT_SECRET,
-                                                             "defaultMode": 420}}],
-                 },
-             },
-         }},
+        _deployment(name, ns, labels, {
+            "name": name,
+            "image": TRAINING_OPERATOR_IMAGE,
+            "command": ["/manager"],
+            # Only PyTorchJob: the MPIJob v1 controller would fight
+            # the MPI Operator over mpijobs.kubeflow.org (kubeflow/trainer
+            # issues #1777, #1972: enable the non-MPI schemes only).
+            "args": ["--enable-scheme=pytorchjob"],
+            "env": field_env,
+            "ports": [{"containerPort": 8080},
+                      {"containerPort": 9443, "name": "webhook-server", "protocol": "TCP"}],
+            "livenessProbe": {**probe, "httpGet": {**probe["httpGet"], "path": "/healthz"},
+                              "initialDelaySeconds": 15, "periodSeconds": 20},
+            "readinessProbe": {**probe, "httpGet": {**probe["httpGet"], "path": "/readyz"},
+                               "initialDelaySeconds": 10, "periodSeconds": 15},
+            "securityContext": {"allowPrivilegeEscalation": False},
+            "volumeMounts": [{"name": "cert", "mountPath": "/tmp/k8s-webhook-server/serving-certs",
+                              "readOnly": True}],
+        }, terminationGracePeriodSeconds=10,
+            volumes=[{"name": "cert", "secret": {"secretName": _WEBHOOK_CERT_SECRET, "defaultMode": 420}}]),
         {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
          # The operator finds it by this name to inject its CA.
          "metadata": {"name": "validator.training-operator.kubeflow.org", "labels": labels},

@@ -349,7 +349,7 @@ def test_node_group_contract(pools):
         assert i["amiType"] == "AL2023_x86_64_NVIDIA"
         assert i["instanceTypes"] == [p.instance_type]
         assert i["version"] == "1.35"
-        assert i["releaseVersion"] == "1.33.5-20251120"  # the mocked SSM parameter
+        assert i["releaseVersion"] == "1.35.5-20261120"  # the mocked SSM parameter
         assert i["clusterName"] == "gpucluster-dev"
         assert i["labels"] == nodepool.node_labels(p)
         assert i["taints"] == [{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}]
