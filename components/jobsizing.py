@@ -26,7 +26,13 @@ def fit_problem(job: JobConfig, pool: GpuPoolConfig) -> str | None:
         return "; ".join(err.messages)
     if result.fits:
         return None
-    need = (f"the minimum is {result.min_nodes} nodes of {pool.instance_type} at zeroStage {job.model.zero_stage}"
-            if result.min_nodes else f"no node count fits at zeroStage {job.model.zero_stage}; raise zeroStage, tp or pp")
+    stage = job.model.zero_stage
+    if result.min_nodes:
+        need = f"the minimum is {result.min_nodes} nodes of {pool.instance_type} at zeroStage {stage}"
+        if result.min_nodes > pool.max_nodes:
+            need += f" (pool {pool.name!r} has maxNodes {pool.max_nodes})"
+    else:
+        need = f"no node count fits at zeroStage {stage}; raise zeroStage, tp or pp"
+    nodes = f"{job.nodes} node{'s' if job.nodes != 1 else ''}"
     return (f"{result.model_state_gb_per_gpu:.1f} GB of model state per GPU does not fit "
-            f"{result.model_state_limit_gb:.1f} GB usable on {pool.instance.gpu_model} with {job.nodes} nodes; {need}")
+            f"{result.model_state_limit_gb:.1f} GB usable on {pool.instance.gpu_model} with {nodes}; {need}")

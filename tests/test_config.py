@@ -245,3 +245,30 @@ def test_parse_count_suffixes():
     assert config.parse_count("13b") == 13e9
     assert config.parse_count(7e9) == 7e9
     assert config.parse_count("lots") is None
+
+
+P5_JOB = {"name": "big", "pool": "h100", "nodes": 1, "launcher": "torchrun", "image": "repo/train:1.0",
+          "command": ["python", "train.py"]}
+
+
+def test_a_job_whose_model_cannot_fit_names_the_minimum():
+    # 70e9 params x 16 B under ZeRO-3 over 8 H100: 140 GB per GPU > 75 % of 80 GiB (64.4 GB).
+    # 3 nodes: 16 x 70e9 / 24 = 46.7 GB fits.
+    found = problems({"gpucluster:gpuPools": [{**P5_POOL, "maxNodes": 2}],
+                      "gpucluster:jobs": [{**P5_JOB, "model": {"params": "70B", "zeroStage": 3}}]})
+    assert found == ["gpucluster:jobs[0].model: 140.0 GB of model state per GPU does not fit 64.4 GB usable on "
+                     "H100 with 1 node; the minimum is 3 nodes of p5.48xlarge at zeroStage 3 "
+                     "(pool 'h100' has maxNodes 2)"]
+
+
+def test_a_job_that_never_fits_says_what_to_raise():
+    found = problems({"gpucluster:gpuPools": [P5_POOL],
+                      "gpucluster:jobs": [{**P5_JOB, "model": {"params": "70B", "zeroStage": 0}}]})
+    assert found == ["gpucluster:jobs[0].model: 1120.0 GB of model state per GPU does not fit 64.4 GB usable on "
+                     "H100 with 1 node; no node count fits at zeroStage 0; raise zeroStage, tp or pp"]
+
+
+def test_a_job_that_fits_parses():
+    cfg = stack_config("dev", {"gpucluster:gpuPools": [P5_POOL],
+                               "gpucluster:jobs": [{**P5_JOB, "nodes": 3, "model": {"params": "70B"}}]})
+    assert cfg.jobs[0].model == config.ModelConfig(params=70e9)

@@ -137,3 +137,18 @@ def test_zone_without_the_pool_type_fails_before_any_resource():
     assert ("gpucluster:gpuAvailabilityZone: got 'us-east-1a', which does not offer p6-b200.48xlarge; "
             "zones offering it: us-east-1c") in str(info.value)
     assert info.value.recording.resources == []
+
+
+def test_plan_warns_when_fsx_throughput_per_gpu_is_below_target(tmp_path):
+    stack = tmp_path / "Pulumi.thin.yaml"
+    stack.write_text(yaml.safe_dump({"config": {
+        "aws:region": "us-east-1",
+        "gpucluster:gpuPools": [{"name": "h100", "instanceType": "p5.48xlarge", "maxNodes": 4}],
+        "gpucluster:storage": {"fsx": {"deploymentType": "SCRATCH_2", "storageCapacityGiB": 1200}},
+    }}))
+    result = plan("--stack", "thin", "--stack-file", str(stack))
+    assert result.returncode == 0, result.stderr
+    # 32 GPUs x 100 MB/s = 3,200 MB/s; 1.2 TiB SCRATCH_2 gives 240 MB/s; 3,200 / 200 = 16 TiB -> 16,800 GiB.
+    assert "  FSx for Lustre SCRATCH_2 1200 GiB: aggregate 240 MB/s for up to 32 GPUs" in result.stdout
+    assert ("  WARNING: FSx SCRATCH_2 1200 GiB reads 240 MB/s, below the 3,200 MB/s that 32 GPUs x 100 MB/s "
+            "need; raise storageCapacityGiB to 16800") in result.stdout
