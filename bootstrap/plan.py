@@ -45,14 +45,24 @@ KEY_PROPERTIES = {
 _NOT_OBJECTS = ("kubernetes:helm.sh/", "kubernetes:yaml", "pulumi:providers:")
 
 
+def _integral(value: Any) -> Any:
+    """2.0 -> 2: the engine's wire format carries every number as a double."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _integral(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_integral(v) for v in value]
+    return value
+
+
 def kubernetes_objects(recording: mocks.Recording) -> list[dict[str, Any]]:
     """Every plain Kubernetes object registered (Helm releases and providers excluded)."""
     objects = []
     for r in recording.resources:
         if not r.type.startswith("kubernetes:") or r.type.startswith(_NOT_OBJECTS):
             continue
-        obj = {k: v for k, v in r.inputs.items() if not k.startswith("__")}
-        objects.append(obj)
+        objects.append(_integral({k: v for k, v in r.inputs.items() if not k.startswith("__")}))
     return objects
 
 
