@@ -42,7 +42,7 @@ pools = {pool.name: GpuNodePool(f"{name}-{pool.name}", GpuNodePoolArgs(
     node_role_arn=cluster.node_role.arn, tags=cfg.tags, depends_on=cluster.node_prerequisites,
 )) for pool in cfg.gpu_pools}
 
-DevicePlugins(f"{name}-device-plugins", DevicePluginsArgs(
+plugins = DevicePlugins(f"{name}-device-plugins", DevicePluginsArgs(
     pools=cfg.gpu_pools, provider=cluster.provider, depends_on=[cluster.system_nodes]))
 volume = FsxVolume(f"{name}-fsx", FsxVolumeArgs(
     storage=storage, cluster_name=cluster.name, provider=cluster.provider, namespace=cfg.training_namespace,
@@ -54,10 +54,10 @@ operators = Operators(f"{name}-operators", OperatorsArgs(
 for job in cfg.jobs:
     TrainingJob(f"{name}-{job.name}", TrainingJobArgs(
         job=job, pool=cfg.pool(job.pool), namespace=cfg.training_namespace, claim_name=volume.claim_name,
-        provider=cluster.provider, depends_on=[operators, volume, pools[job.pool]]))
+        provider=cluster.provider, depends_on=[operators, volume, plugins, pools[job.pool]]))
 fabric_tests = {pool.name: FabricTest(f"{name}-{pool.name}-fabric-test", FabricTestArgs(
     pool=pool, namespace=cfg.training_namespace, provider=cluster.provider,
-    depends_on=[operators, pools[pool.name], cluster.training_namespace],
+    depends_on=[operators, plugins, pools[pool.name], cluster.training_namespace],
 )) for pool in cfg.gpu_pools if pool.fabric_test}
 
 estimate = cost.estimate(cfg)

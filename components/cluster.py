@@ -128,13 +128,14 @@ class Cluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[log_group, *role_policies]),
         )
 
+        admin_access = []
         for arn in admin_principals(cfg.admin_principal_arns, args.deployer_arn):
             slug = principal_slug(arn)
             entry = aws.eks.AccessEntry(f"{name}-admin-{slug}", cluster_name=cluster.name, principal_arn=arn,
                                         type="STANDARD", tags=tags, opts=child)
-            aws.eks.AccessPolicyAssociation(f"{name}-admin-{slug}-policy", cluster_name=cluster.name,
+            admin_access.append(aws.eks.AccessPolicyAssociation(f"{name}-admin-{slug}-policy", cluster_name=cluster.name,
                                             principal_arn=entry.principal_arn, policy_arn=ADMIN_POLICY,
-                                            access_scope={"type": "cluster"}, opts=child)
+                                            access_scope={"type": "cluster"}, opts=child))
 
         # Nodes get only what kubelet needs; the CNI's permissions go to its own
         # Pod Identity role instead of every node.
@@ -184,12 +185,13 @@ class Cluster(pulumi.ComponentResource):
         self.name = cluster.name
         self.endpoint = cluster.endpoint
         self.cluster_security_group_id = cluster.vpc_config.cluster_security_group_id
-        self.oidc_issuer = cluster.identities[0].oidcs[0].issuer
         self.kubeconfig = pulumi.Output.secret(pulumi.Output.all(
             cluster.name, cluster.endpoint, cluster.certificate_authority.data,
         ).apply(lambda a: json.dumps(kubeconfig(a[0], a[1], a[2], cfg.region))))
+        # The deployer may call the Kubernetes API only once its access policy
+        # exists; on destroy, Kubernetes objects go before the access does.
         self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=self.kubeconfig, enable_server_side_apply=True,
-                                     opts=child)
+                                     opts=pulumi.ResourceOptions(parent=self, depends_on=admin_access))
         self.training_namespace = k8s.core.v1.Namespace(
             f"{name}-training-ns", metadata={"name": cfg.training_namespace,
                                              "labels": {"app.kubernetes.io/part-of": "gpucluster"}},

@@ -53,9 +53,9 @@ ALL_REDUCE_PERF = ["/opt/nccl-tests/build/all_reduce_perf", "-b", "8", "-e", "16
 
 # Open MPI over TCP for its own traffic (NCCL carries the data over EFA):
 # no UCX, never loopback or the docker bridge (awsome-distributed-training
-# nccl-tests.yaml; Horovod's "Run Horovod with Open MPI" docs for -bind-to
-# none -map-by slot and -x PATH -x LD_LIBRARY_PATH: processes started over
-# ssh do not get the image's environment).
+# nccl-tests.yaml: -np N -N GPUs --bind-to none, and no second mapping
+# directive, which Open MPI rejects next to -N; -x PATH -x LD_LIBRARY_PATH:
+# processes started over ssh do not get the image's environment).
 MPI_TRANSPORT = ["--mca", "pml", "^ucx", "--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_exclude", "lo,docker0"]
 
 SHM_VOLUME = "dshm"
@@ -140,7 +140,7 @@ def worker_pod_spec(pool: GpuPoolConfig, container: dict[str, Any], claim_name: 
 def mpirun_command(nodes: int, gpus: int, env: dict[str, str], program: list[str] | tuple[str, ...]) -> list[str]:
     """mpirun, one rank per GPU, every env var passed to the ranks with -x."""
     cmd = ["mpirun", "--allow-run-as-root", "-np", str(nodes * gpus), "-N", str(gpus),
-           "--bind-to", "none", "-map-by", "slot", "-x", "PATH", "-x", "LD_LIBRARY_PATH"]
+           "--bind-to", "none", "-x", "PATH", "-x", "LD_LIBRARY_PATH"]
     for key, value in env.items():
         cmd += ["-x", f"{key}={value}"]
     return [*cmd, *MPI_TRANSPORT, *program]

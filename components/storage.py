@@ -212,6 +212,9 @@ class Storage(pulumi.ComponentResource):
             # for a stack whose whole life cycle is up/destroy.
             opts=pulumi.ResourceOptions(parent=self, retain_on_delete=retain),
         )
+        # The bucket's settings stay with it: deleting BucketVersioning would
+        # suspend versioning, deleting the policy would drop the TLS rule.
+        child = pulumi.ResourceOptions(parent=self, retain_on_delete=retain)
         # BucketOwnerEnforced: ACLs off, the bucket owner owns every object,
         # including those FSx exports (S3 User Guide, "Controlling ownership of objects").
         ownership = aws.s3.BucketOwnershipControls(
@@ -235,10 +238,10 @@ class Storage(pulumi.ComponentResource):
         lifecycle = aws.s3.BucketLifecycleConfiguration(
             f"{name}-bucket-lifecycle", bucket=bucket.id, rules=lifecycle_rules(),
             # S3 rejects lifecycle rules on noncurrent versions racing the versioning call.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[versioning]))
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[versioning], retain_on_delete=retain))
         policy = aws.s3.BucketPolicy(
             f"{name}-bucket-policy", bucket=bucket.id, policy=bucket.arn.apply(tls_only_policy),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[public_block]))
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[public_block], retain_on_delete=retain))
         return bucket, [ownership, public_block, versioning, encryption, lifecycle, policy]
 
     def _rules(self, name: str, sg_id: pulumi.Output[str], clients: list[pulumi.Input[str]],

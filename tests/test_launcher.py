@@ -165,7 +165,7 @@ def test_job_env_overrides_win_and_empty_removes():
 def test_mpirun_command_line_exact():
     m = manifest("mpi-h100")
     assert launcher_command(m) == [
-        "mpirun", "--allow-run-as-root", "-np", "16", "-N", "8", "--bind-to", "none", "-map-by", "slot",
+        "mpirun", "--allow-run-as-root", "-np", "16", "-N", "8", "--bind-to", "none",
         "-x", "PATH", "-x", "LD_LIBRARY_PATH",
         "-x", "FI_PROVIDER=efa", "-x", "FI_EFA_FORK_SAFE=1", "-x", "NCCL_DEBUG=INFO",
         "-x", "NCCL_BUFFSIZE=8388608", "-x", "NCCL_P2P_NET_CHUNKSIZE=524288",
@@ -254,3 +254,12 @@ def test_nccl_tests_mpijob_uses_every_gpu_and_efa_device():
     p4d = launcher_command(launcher.nccl_test_mpijob(CFG.pool("a100"), NAMESPACE, nodes=4))
     assert p4d[2:6] == ["-np", "32", "-N", "8"]
     assert "FI_EFA_USE_DEVICE_RDMA=1" in p4d
+
+
+def test_mpirun_has_one_mapping_directive():
+    # Open MPI refuses -N together with -map-by ("Conflicting directives for mapping policy").
+    from components import launcher as lib
+
+    command = lib.mpirun_command(2, 8, {"NCCL_DEBUG": "INFO"}, ["python", "train.py"])
+    mapping = [a for a in command if a in ("-N", "-npernode", "-map-by", "--map-by", "-ppr", "--ppr")]
+    assert mapping == ["-N"]

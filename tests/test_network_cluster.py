@@ -220,3 +220,9 @@ def test_kubeconfig_is_a_secret_using_aws_eks_get_token(dev):
     (provider,) = dev.of_type("pulumi:providers:kubernetes")
     assert json.loads(provider.inputs["kubeconfig"]) == kube
     assert "kubeconfig" in provider.secret_inputs
+
+
+def test_kubernetes_provider_waits_for_admin_access(dev):
+    (provider,) = dev.of_type("pulumi:providers:kubernetes")
+    for assoc in dev.of_type("aws:eks/accessPolicyAssociation:AccessPolicyAssociation"):
+        assert dev.depends_on(provider, assoc)

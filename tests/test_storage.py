@@ -376,3 +376,13 @@ def test_wired_file_system_sits_in_the_gpu_subnet_and_admits_the_node_group(wire
              if r.inputs["securityGroupId"] == wired.named("gpucluster-prod-storage-fsx-sg").id}
     cluster_sg = wired.named("gpucluster-prod-eks").outputs["vpcConfig"]["clusterSecurityGroupId"]
     assert node_sg.id in peers and cluster_sg not in peers
+
+
+def test_retained_bucket_keeps_its_settings_on_destroy(prod, dev):
+    kinds = ("bucketVersioning", "bucketPublicAccessBlock", "bucketPolicy", "bucketLifecycleConfiguration",
+             "bucketServerSideEncryptionConfiguration", "bucketOwnershipControls")
+    for rec, retained in ((prod, True), (dev, False)):
+        settings = [r for r in rec.resources if r.type.startswith("aws:s3/") and r.type.split("/")[1].split(":")[0]
+                    in kinds]
+        assert len(settings) == 6
+        assert all(r.retain_on_delete is retained for r in settings)
