@@ -3,16 +3,16 @@
 import pulumi
 import pulumi_aws as aws
 
-from components import config as stack_config
-from components import cost
 from components.cluster import Cluster, ClusterArgs
 from components.device_plugins import DevicePlugins, DevicePluginsArgs
 from components.gpu_pool import GpuNodePool, GpuNodePoolArgs, capacity_block_problems
 from components.network import Network, NetworkArgs
 from components.operators import Operators, OperatorsArgs
+from components.spec import config as stack_config
+from components.spec import cost
+from components.spec.zones import lookup_zones
 from components.storage import FsxVolume, FsxVolumeArgs, Storage, StorageArgs
 from components.training_job import FabricTest, FabricTestArgs, TrainingJob, TrainingJobArgs
-from components.zones import lookup_zones
 
 # Everything that can be wrong with the inputs is found before any resource registers.
 try:

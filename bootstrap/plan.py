@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from bootstrap import mocks, stackfile
-from components import config, cost
+from components.spec import config, cost
 
 # Properties worth a glance in the tree, per resource type.
 KEY_PROPERTIES = {
@@ -99,7 +99,7 @@ def _tree(recording: mocks.Recording) -> list[str]:
 
 
 def pool_rows(cfg: config.StackConfig) -> list[dict[str, Any]]:
-    from components import efa
+    from components.spec import efa
 
     rows = []
     for pool in cfg.gpu_pools:
@@ -119,7 +119,7 @@ def pool_rows(cfg: config.StackConfig) -> list[dict[str, Any]]:
 
 
 def storage_summary(cfg: config.StackConfig) -> dict[str, Any]:
-    from components import fsx
+    from components.spec import fsx
 
     fs = cfg.storage.fsx
     gpus = sum(p.instance.gpu_count * p.max_nodes for p in cfg.gpu_pools)
@@ -134,7 +134,7 @@ def storage_summary(cfg: config.StackConfig) -> dict[str, Any]:
 
 
 def job_rows(cfg: config.StackConfig) -> list[dict[str, Any]]:
-    from components import jobsizing
+    from components.spec import jobsizing
 
     rows = []
     for job in cfg.jobs:

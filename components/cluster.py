@@ -12,7 +12,8 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components import iam
-from components.config import EKS_STANDARD_VERSIONS, StackConfig
+from components.spec.config import StackConfig, support_type
+from components.spec.nodepool import SYSTEM_NODE_LABEL
 
 ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
 LOG_TYPES = ("api", "audit", "authenticator")
@@ -24,7 +25,6 @@ LOG_RETENTION_DAYS = 90
 # EKS User Guide, "Amazon EKS add-ons".
 ADDONS_BEFORE_NODES = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")
 ADDONS_AFTER_NODES = ("coredns", "eks-node-monitoring-agent")
-SYSTEM_NODE_LABEL = {"gpucluster.io/role": "system"}
 
 
 def admin_principals(configured: tuple[str, ...] | list[str], deployer: str | None) -> list[str]:
@@ -61,11 +61,6 @@ def kubeconfig(cluster_name: str, endpoint: str, ca_data: str, region: str) -> d
             }},
         }],
     }
-
-
-def support_type(version: str) -> str:
-    """Stay on standard support where the version has it; extended costs 6x."""
-    return "STANDARD" if version in EKS_STANDARD_VERSIONS else "EXTENDED"
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import nodepool
-from components.config import GpuPoolConfig
+from components.spec import nodepool
+from components.spec.config import GpuPoolConfig
 
 NAMESPACE = "kube-system"
 

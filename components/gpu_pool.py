@@ -17,9 +17,9 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from components import efa, nodepool
-from components.config import GpuPoolConfig
-from components.validation import Problem
+from components.spec import efa, nodepool
+from components.spec.config import GpuPoolConfig
+from components.spec.validation import Problem
 
 # EKS-optimized AL2023 AMI with the NVIDIA driver, container toolkit and the
 # EFA driver (EKS User Guide, "Create nodes with optimized accelerated

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from components.config import NetworkConfig
+from components.spec.config import NetworkConfig
 
 
 def subnet_layout(cidr: str, zones: int) -> list[tuple[str, str]]:

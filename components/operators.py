@@ -43,7 +43,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
-from components.cluster import SYSTEM_NODE_LABEL
+from components.spec.nodepool import SYSTEM_NODE_LABEL
 
 MANIFESTS = Path(__file__).resolve().parent / "manifests"
 

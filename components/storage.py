@@ -17,9 +17,9 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 import pulumi_random as random
 
-from components import fsx as fsxlib
 from components import iam
-from components.config import StorageConfig
+from components.spec import fsx as fsxlib
+from components.spec.config import StorageConfig
 
 BUCKET_SUFFIX_BYTES = 4  # 8 hex characters
 # S3 User Guide, "General purpose bucket naming rules": 3-63 characters,

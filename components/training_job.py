@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import launcher, nccl
-from components.config import GpuPoolConfig, JobConfig
+from components.spec import launcher, nccl
+from components.spec.config import GpuPoolConfig, JobConfig
 
 
 def _job_options(component: pulumi.Resource, provider: k8s.Provider,

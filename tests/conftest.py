@@ -14,7 +14,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bootstrap import mocks, stackfile  # noqa: E402
-from components import config  # noqa: E402
+from components.spec import config  # noqa: E402
 
 
 def stack_raw(stack: str = "dev", overrides: dict[str, Any] | None = None,

@@ -6,8 +6,8 @@ import copy
 
 import pytest
 
-from components import config
-from components.config import ConfigError
+from components.spec import config
+from components.spec.config import ConfigError
 from tests.conftest import stack_config, stack_raw
 
 DEV_POOL = {"name": "dev", "instanceType": "g6e.xlarge", "minNodes": 0, "maxNodes": 2}

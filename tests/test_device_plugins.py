@@ -6,9 +6,10 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pytest
 
-from components import device_plugins, nodepool
-from components.config import GpuPoolConfig
+from components import device_plugins
 from components.device_plugins import DevicePlugins, DevicePluginsArgs
+from components.spec import nodepool
+from components.spec.config import GpuPoolConfig
 from tests.conftest import stack_config
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -90,7 +91,7 @@ def test_nvidia_plugin_lands_on_every_gpu_pool_and_tolerates_its_taints(pool):
 
 
 def test_nvidia_plugin_stays_off_system_nodes():
-    from components.cluster import SYSTEM_NODE_LABEL
+    from components.spec.nodepool import SYSTEM_NODE_LABEL
 
     assert not affinity_matches(device_plugins.nvidia_values(), SYSTEM_NODE_LABEL)
 

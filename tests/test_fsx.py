@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from components import config, fsx
-from components.config import FsxConfig, StorageConfig
-from components.validation import ConfigError
+from components.spec import config, fsx
+from components.spec.config import FsxConfig, StorageConfig
+from components.spec.validation import ConfigError
 from tests.conftest import stack_config, stack_raw
 
 SCRATCH = FsxConfig()  # SCRATCH_2, 1,200 GiB

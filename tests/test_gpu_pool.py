@@ -13,8 +13,6 @@ import pytest
 import yaml
 
 from bootstrap import mocks
-from components import catalog, config, nodepool
-from components.config import GpuPoolConfig
 from components.gpu_pool import (
     AUTOSCALED_PROPERTY,
     GpuNodePool,
@@ -22,7 +20,9 @@ from components.gpu_pool import (
     release_version_parameter,
     reservation_problems,
 )
-from components.validation import ConfigError
+from components.spec import catalog, config, nodepool
+from components.spec.config import GpuPoolConfig
+from components.spec.validation import ConfigError
 from tests.conftest import stack_config, stack_raw
 
 GPU_ZONE = "us-east-1a"

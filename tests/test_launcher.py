@@ -7,8 +7,8 @@ import functools
 import jsonschema
 import pytest
 
-from components import launcher
-from components.cluster import SYSTEM_NODE_LABEL
+from components.spec import launcher
+from components.spec.nodepool import SYSTEM_NODE_LABEL
 from tests import k8s
 from tests.conftest import stack_config
 
@@ -258,7 +258,7 @@ def test_nccl_tests_mpijob_uses_every_gpu_and_efa_device():
 
 def test_mpirun_has_one_mapping_directive():
     # Open MPI refuses -N together with -map-by ("Conflicting directives for mapping policy").
-    from components import launcher as lib
+    from components.spec import launcher as lib
 
     command = lib.mpirun_command(2, 8, {"NCCL_DEBUG": "INFO"}, ["python", "train.py"])
     mapping = [a for a in command if a in ("-N", "-npernode", "-map-by", "--map-by", "-ppr", "--ppr")]

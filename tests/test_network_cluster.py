@@ -8,8 +8,8 @@ import pytest
 
 from components import cluster as cluster_mod
 from components.network import subnet_layout
-from components.validation import ConfigError
-from components.zones import choose_zones
+from components.spec.validation import ConfigError
+from components.spec.zones import choose_zones
 
 
 @pytest.fixture(scope="module")

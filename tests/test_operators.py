@@ -6,7 +6,7 @@ import pulumi_kubernetes as k8s_sdk
 import pytest
 
 from components import operators
-from components.cluster import SYSTEM_NODE_LABEL
+from components.spec.nodepool import SYSTEM_NODE_LABEL
 from tests import k8s
 
 OBJECTS = operators.operator_objects()

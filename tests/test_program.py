@@ -6,7 +6,7 @@ import pytest
 
 from bootstrap import mocks
 from bootstrap.plan import kubernetes_objects
-from components import catalog
+from components.spec import catalog
 from tests.conftest import stack_config, stack_raw
 from tests.k8s import validate_core, validate_custom
 

@@ -27,9 +27,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from components import nccl, nodepool
-from components.cluster import SYSTEM_NODE_LABEL
-from components.config import GpuPoolConfig, JobConfig, RunPolicyConfig
+from components.spec import nccl, nodepool
+from components.spec.config import GpuPoolConfig, JobConfig, RunPolicyConfig
+from components.spec.nodepool import SYSTEM_NODE_LABEL
 
 MPIJOB_API_VERSION = "kubeflow.org/v2beta1"
 PYTORCHJOB_API_VERSION = "kubeflow.org/v1"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from components import catalog
+from components.spec import catalog
 
 # Settings of the nccl-tests MPIJob for p5 in aws-samples/awsome-distributed-training
 # (micro-benchmarks/nccl-tests/kubernetes/nccl-tests.yaml; FACTS.md "Launcher settings

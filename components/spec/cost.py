@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from components.cluster import support_type
-from components.config import StackConfig
+from components.spec.config import StackConfig, support_type
 
 # https://aws.amazon.com/eks/pricing/ (2026-12): per cluster-hour.
 EKS_STANDARD_PER_HOUR = 0.10

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from components import sizing
-from components.config import GpuPoolConfig, JobConfig
+from components.spec import sizing
+from components.spec.config import GpuPoolConfig, JobConfig
 
 
 def size_job(job: JobConfig, pool: GpuPoolConfig, prices: dict[str, float] | None = None) -> sizing.SizingResult:

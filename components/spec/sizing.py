@@ -22,7 +22,7 @@ import math
 import re
 from dataclasses import asdict, dataclass, field
 
-from components import catalog
+from components.spec import catalog
 
 # Bytes per parameter of mixed-precision Adam (ZeRO paper, section 3.1).
 WEIGHT_BYTES = 2  # bf16 weights

@@ -14,10 +14,12 @@ from typing import Any
 
 import yaml
 
-from components import efa
-from components.config import GpuPoolConfig
+from components.spec import efa
+from components.spec.config import GpuPoolConfig
 
 POOL_LABEL = "gpucluster.io/pool"
+# System nodes (add-ons, operators, launchers, the autoscaler) carry this label.
+SYSTEM_NODE_LABEL = {"gpucluster.io/role": "system"}
 # kubelet sets the well-known node.kubernetes.io/instance-type itself; ours is
 # a label the pool owns and the autoscaler's node template can repeat.
 INSTANCE_TYPE_LABEL = "gpucluster.io/instance-type"

@@ -16,8 +16,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from components import catalog
-from components.validation import (
+from components.spec import catalog
+from components.spec.validation import (
     ConfigError,
     Problems,
     Section,
@@ -38,6 +38,11 @@ EKS_STANDARD_VERSIONS = ("1.35", "1.36")
 EKS_EXTENDED_VERSIONS = ("1.32", "1.33", "1.34")
 EKS_VERSIONS = EKS_EXTENDED_VERSIONS + EKS_STANDARD_VERSIONS
 DEFAULT_KUBERNETES_VERSION = "1.35"
+
+
+def support_type(version: str) -> str:
+    """Stay on standard support where the version has it; extended costs 6x."""
+    return "STANDARD" if version in EKS_STANDARD_VERSIONS else "EXTENDED"
 
 # https://docs.aws.amazon.com/eks/latest/userguide/service-quotas.html
 MAX_NODES_PER_MANAGED_NODE_GROUP = 450
@@ -531,7 +536,7 @@ def _jobs(top: Section, problems: Problems, pools: tuple[GpuPoolConfig, ...],
         if job is not None:
             jobs.append((path, job))
     unique(problems, [(f"{p}.name", job.name) for p, job in jobs], "job name")
-    from components.jobsizing import fit_problem
+    from components.spec.jobsizing import fit_problem
 
     for path, job in jobs:
         if job.model is not None and (reason := fit_problem(job, by_name[job.pool])):
@@ -595,7 +600,7 @@ def _run_policy(sec: Section) -> RunPolicyConfig:
 
 def parse_count(value: Any) -> float | None:
     """7e9, "7B", "1.5T" -> float; None when unreadable (components.sizing parses)."""
-    from components.sizing import parse_quantity
+    from components.spec.sizing import parse_quantity
 
     if isinstance(value, bool):
         return None

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from components.config import StackConfig
-from components.validation import ConfigError, Problem
+from components.spec.config import StackConfig
+from components.spec.validation import ConfigError, Problem
 
 GPU_AZ_KEY = "gpucluster:gpuAvailabilityZone"
 
