@@ -1,70 +1,88 @@
-"""gpucluster: config -> network -> cluster | storage -> GPU pools -> plugins, volume -> operators -> jobs."""
+"""gpucluster: config -> network -> cluster | storage -> GPU pools -> plugins, autoscaler, volume
+-> operators -> queue -> jobs."""
 
 import pulumi
 import pulumi_aws as aws
 
+from components import lookups
+from components.autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
 from components.cluster import Cluster, ClusterArgs
 from components.device_plugins import DevicePlugins, DevicePluginsArgs
-from components.gpu_pool import GpuNodePool, GpuNodePoolArgs, capacity_block_problems
+from components.gpu_pool import GpuNodePool, GpuNodePoolArgs
 from components.network import Network, NetworkArgs
 from components.operators import Operators, OperatorsArgs
+from components.queue import Queue, QueueArgs
 from components.spec import config as stack_config
 from components.spec import cost
-from components.spec.zones import lookup_zones
 from components.storage import FsxVolume, FsxVolumeArgs, Storage, StorageArgs
 from components.training_job import FabricTest, FabricTestArgs, TrainingJob, TrainingJobArgs
 
 # Everything that can be wrong with the inputs is found before any resource registers.
 try:
     cfg = stack_config.load()
-    zones = lookup_zones(cfg)
-    stack_config.raise_problems([p for pool in cfg.gpu_pools for p in capacity_block_problems(pool, zones.gpu_zone)])
+    zones = lookups.lookup_zones(cfg)
+    blocks = lookups.lookup_capacity_blocks(cfg)
+    stack_config.raise_problems([p for pool in cfg.gpu_pools if pool.name in blocks
+                                 for p in lookups.reservation_problems(pool, zones.gpu_zone, blocks[pool.name])])
 except stack_config.ConfigError as err:
     raise pulumi.RunError(err.render()) from None
 
 caller = aws.get_caller_identity()
-deployer = aws.iam.get_session_context(arn=caller.arn).issuer_arn
+partition = aws.get_partition().partition
+lookups.warn_if_deployer_is_not_admin(caller.arn, cfg.admin_principal_arns)
 name = cfg.cluster_name
 
-network = Network(name, NetworkArgs(
-    config=cfg.network, cluster_name=name, region=cfg.region, zones=zones.zones, tags=cfg.tags))
+network = Network(name, NetworkArgs(config=cfg.network, cluster_name=name, region=cfg.region, zones=zones,
+                                    tags=cfg.tags))
 
 # EKS and FSx are the two slow creations: neither waits for the other.
-cluster = Cluster(name, ClusterArgs(config=cfg, subnet_ids=network.private_subnet_ids, deployer_arn=deployer))
+cluster = Cluster(name, ClusterArgs(config=cfg, subnet_ids=network.cluster_subnet_ids,
+                                    log_group_exists=lookups.log_group_exists(f"/aws/eks/{name}/cluster")))
 storage = Storage(f"{name}-storage", StorageArgs(
     config=cfg.storage, cluster_name=name, vpc_id=network.vpc_id, subnet_id=network.gpu_subnet_id,
     client_security_group_ids=[network.node_security_group_id], tags=cfg.tags))
 
 pools = {pool.name: GpuNodePool(f"{name}-{pool.name}", GpuNodePoolArgs(
-    pool=pool, cluster_name=cluster.name, kubernetes_version=cfg.kubernetes_version, vpc_id=network.vpc_id,
+    pool=pool, cluster_name=cluster.name, kubernetes_version=cfg.kubernetes_version,
+    ami_release_version=cfg.versions.ami_release_version, vpc_id=network.vpc_id,
     subnet_id=network.gpu_subnet_id, availability_zone=zones.gpu_zone,
     security_group_ids=[cluster.cluster_security_group_id, network.node_security_group_id],
     node_role_arn=cluster.node_role.arn, tags=cfg.tags, depends_on=cluster.node_prerequisites,
 )) for pool in cfg.gpu_pools}
 
 plugins = DevicePlugins(f"{name}-device-plugins", DevicePluginsArgs(
-    pools=cfg.gpu_pools, provider=cluster.provider, depends_on=[cluster.system_nodes]))
+    pools=cfg.gpu_pools, region=cfg.region, provider=cluster.provider, depends_on=[cluster.system_nodes]))
+autoscaler = ClusterAutoscaler(f"{name}-autoscaler", ClusterAutoscalerArgs(
+    cluster_name=name, cluster=cluster.name, region=cfg.region, account_id=caller.account_id, partition=partition,
+    kubernetes_version=cfg.kubernetes_version, pools=cfg.gpu_pools, provider=cluster.provider,
+    depends_on=[cluster.system_nodes, *cluster.core_addons], tags=cfg.tags))
 volume = FsxVolume(f"{name}-fsx", FsxVolumeArgs(
     storage=storage, cluster_name=cluster.name, provider=cluster.provider, namespace=cfg.training_namespace,
-    namespace_resource=cluster.training_namespace, kubernetes_version=cfg.kubernetes_version,
+    namespace_resource=cluster.training_namespace, addon_version=cfg.versions.addons["aws-fsx-csi-driver"],
     depends_on=[cluster.system_nodes, *cluster.core_addons], tags=cfg.tags))
 operators = Operators(f"{name}-operators", OperatorsArgs(
-    provider=cluster.provider, depends_on=[cluster.system_nodes]))
+    provider=cluster.provider, pools=cfg.gpu_pools, jobs=cfg.jobs, claim_name=volume.claim_name,
+    depends_on=[cluster.system_nodes]))
+queue = Queue(f"{name}-queue", QueueArgs(
+    pools=cfg.gpu_pools, system_nodes=cfg.system_nodes, namespace=cfg.training_namespace,
+    namespace_resource=cluster.training_namespace, provider=cluster.provider, depends_on=[operators]))
 
 for job in cfg.jobs:
     TrainingJob(f"{name}-{job.name}", TrainingJobArgs(
         job=job, pool=cfg.pool(job.pool), namespace=cfg.training_namespace, claim_name=volume.claim_name,
-        provider=cluster.provider, depends_on=[operators, volume, plugins, pools[job.pool]]))
+        provider=cluster.provider, storage=cfg.storage, prices=cfg.prices,
+        depends_on=[operators, queue, volume, plugins, pools[job.pool]]))
 fabric_tests = {pool.name: FabricTest(f"{name}-{pool.name}-fabric-test", FabricTestArgs(
     pool=pool, namespace=cfg.training_namespace, provider=cluster.provider,
-    depends_on=[operators, plugins, pools[pool.name], cluster.training_namespace],
+    depends_on=[operators, queue, plugins, pools[pool.name], cluster.training_namespace],
 )) for pool in cfg.gpu_pools if pool.fabric_test}
 
-estimate = cost.estimate(cfg)
+estimate = cost.estimate(cfg, {pool: block.instance_count for pool, block in blocks.items()}, len(zones.zones))
 pulumi.export("clusterName", cluster.name)
 pulumi.export("kubeconfig", cluster.kubeconfig)
 pulumi.export("region", cfg.region)
 pulumi.export("gpuAvailabilityZone", zones.gpu_zone)
+pulumi.export("zones", zones.describe())
 pulumi.export("vpcId", network.vpc_id)
 pulumi.export("gpuNodeGroups", {n: p.node_group_name for n, p in pools.items()})
 pulumi.export("bucketName", storage.bucket_name)
@@ -72,5 +90,6 @@ pulumi.export("fileSystemId", storage.file_system_id)
 pulumi.export("fileSystemDnsName", storage.dns_name)
 pulumi.export("fileSystemMountName", storage.mount_name)
 pulumi.export("fsxClaimName", volume.claim_name)
+pulumi.export("localQueue", f"{cfg.training_namespace}/{queue.local_queue_name}")
 pulumi.export("expectedBusBandwidthGBps", {n: t.expected_busbw_gbps for n, t in fabric_tests.items()})
-pulumi.export("estimatedCostPerHourUsd", {"min": estimate.min_per_hour, "max": estimate.max_per_hour})
+pulumi.export("estimatedCostPerHourUsd", estimate.to_dict())

@@ -1,4 +1,4 @@
-"""`python -m bootstrap <verb> ...`: plan, size, nccl-report."""
+"""`python -m bootstrap <verb> ...`: plan, whoami, upgrade, size, nccl-report."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ if str(ROOT) not in sys.path:
 
 VERBS = {
     "plan": ("bootstrap.plan", "offline plan of a stack under the mock runtime"),
+    "whoami": ("bootstrap.whoami", "the IAM ARN of your AWS credentials, for adminPrincipalArns"),
+    "upgrade": ("bootstrap.upgrade", "resolve newer AMI and add-on pins for a stack, show and write them"),
     "size": ("bootstrap.size", "memory, time and cost of training a model (no cloud, no Pulumi)"),
     "nccl-report": ("bootstrap.nccl_report", "judge nccl-tests output: bus bandwidth, EFA or socket fallback"),
 }

@@ -29,8 +29,13 @@ from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
-ACCOUNT_ID = "123456789012"
-DEPLOYER_ROLE = f"arn:aws:iam::{ACCOUNT_ID}:role/gpucluster-deployer"
+# The mock account: all zeros, no one's. The deployer is the plan's stand-in admin.
+ACCOUNT_ID = "000000000000"
+DEPLOYER_ROLE = f"arn:aws:iam::{ACCOUNT_ID}:role/gpucluster-admin"
+
+
+class PlanDataError(Exception):
+    """The offline plan has no AWS data (zones, offerings) for what the stack asks."""
 
 
 def _unwrap_secrets(value: Any, path: str, secret_paths: set[str]) -> Any:
@@ -63,6 +68,9 @@ class Registration:
     protect: bool = False
     retain_on_delete: bool = False
     ignore_changes: list[str] = field(default_factory=list)
+    replace_on_changes: list[str] = field(default_factory=list)
+    delete_before_replace: bool = False
+    import_id: str = ""
     provider: str = ""
     component_outputs: dict[str, Any] = field(default_factory=dict)
     secret_inputs: set[str] = field(default_factory=set)  # input paths that were secrets
@@ -151,6 +159,9 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
             protect=bool(request.protect),
             retain_on_delete=bool(request.retainOnDelete),
             ignore_changes=list(request.ignoreChanges),
+            replace_on_changes=list(request.replaceOnChanges),
+            delete_before_replace=bool(request.deleteBeforeReplace),
+            import_id=request.importId,
             provider=request.provider,
         ))
         return response
@@ -172,15 +183,24 @@ class _LogCatcher:
         return log
 
 
-def _moto_offerings(region: str) -> dict[str, list[str]] | None:
-    """AWS's instance-type offerings per AZ as shipped in moto, if installed."""
-    try:
-        import moto
-    except ImportError:
-        return None
+def moto_zones(region: str) -> list[tuple[str, str]]:
+    """(name, zone ID) of the region's availability zones, as moto ships them (one account's mapping)."""
+    from moto.ec2.models.availability_zones_and_regions import RegionsAndZonesBackend
+
+    zones = RegionsAndZonesBackend.zones.get(region)
+    if not zones:
+        known = ", ".join(sorted(RegionsAndZonesBackend.zones))
+        raise PlanDataError(f"the offline plan has no zone data for {region} (moto ships zones for {known})")
+    return [(z.name, z.zone_id) for z in zones if z.zone_type == "availability-zone"]
+
+
+def moto_offerings(region: str) -> dict[str, list[str]]:
+    """AWS's instance-type offerings per zone name as shipped in moto."""
+    import moto
+
     path = Path(moto.__file__).parent / "ec2/resources/instance_type_offerings/availability-zone" / f"{region}.json.gz"
     if not path.exists():
-        return None
+        raise PlanDataError(f"the offline plan has no instance-type offerings for {region} (moto's data lacks it)")
     by_az: dict[str, list[str]] = {}
     with gzip.open(path) as f:
         rows = json.load(f)
@@ -192,12 +212,16 @@ def _moto_offerings(region: str) -> dict[str, list[str]] | None:
 class GpuClusterMocks(pulumi_mocks.Mocks):
     """Realistic fake answers for the AWS and Kubernetes calls we make."""
 
-    def __init__(self, region: str = "us-east-1", zones: int = 6):
+    def __init__(self, region: str = "us-east-1"):
         self.region = region
-        self.zones = [f"{region}{c}" for c in "abcdef"[:zones]]
-        self.offerings = _moto_offerings(region)
+        zones = moto_zones(region)
+        self.zones = [name for name, _ in zones]
+        self.zone_ids = [zone_id for _, zone_id in zones]
+        self.offerings = moto_offerings(region)
         self.capacity_block_zone: str | None = None
         self.capacity_block_type = "p5.48xlarge"
+        self.capacity_block_count = 2
+        self.existing_log_groups: list[str] = []
 
     # -- invokes -------------------------------------------------------------
 
@@ -214,25 +238,22 @@ class GpuClusterMocks(pulumi_mocks.Mocks):
         if token == "aws:index/getRegion:getRegion":
             return {"region": self.region, "name": self.region, "id": self.region}
         if token == "aws:index/getAvailabilityZones:getAvailabilityZones":
-            return {"names": self.zones, "zoneIds": [f"use1-az{i + 1}" for i in range(len(self.zones))],
-                    "id": self.region, "state": "available"}
+            return {"names": self.zones, "zoneIds": self.zone_ids, "id": self.region, "state": "available"}
         if token == "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings":
             return self._offerings(a)
-        if token == "aws:eks/getAddonVersion:getAddonVersion":
-            return {"addonName": a.get("addonName"), "kubernetesVersion": a.get("kubernetesVersion"),
-                    "version": _ADDON_VERSIONS.get(a.get("addonName"), "v1.0.0-eksbuild.1"),
-                    "id": a.get("addonName")}
         if token == "aws:ec2/getCapacityBlockReservation:getCapacityBlockReservation":
             # A Capacity Block in the first zone for the type most asked for; tests override.
             return {"id": a.get("id"), "availabilityZone": self.capacity_block_zone or self.zones[0],
-                    "instanceType": self.capacity_block_type, "instanceCount": 2, "state": "active",
-                    "reservationType": "capacity-block"}
-        if token == "aws:ssm/getParameter:getParameter":
-            name = a.get("name", "")
-            version = name.split("/optimized-ami/")[-1].split("/")[0]
-            value = f"{version}.5-20261120" if name.endswith("release_version") else "ami-0" + _hex(name, n=16)
-            return {"name": name, "value": value, "type": "String", "id": name, "arn": f"arn:aws:ssm:{name}"}
-        return {}
+                    "instanceType": self.capacity_block_type, "instanceCount": self.capacity_block_count,
+                    "state": "active", "reservationType": "capacity-block"}
+        if token == "aws:cloudwatch/getLogGroups:getLogGroups":
+            prefix = a.get("logGroupNamePrefix") or ""
+            names = [g for g in self.existing_log_groups if g.startswith(prefix)]
+            return {"logGroupNames": names, "arns": [f"arn:aws:logs:{self.region}:{ACCOUNT_ID}:log-group:{g}"
+                                                      for g in names], "id": self.region}
+        # An invoke the mocks do not know would answer with nothing and let the
+        # program go on with None: fail instead, so a new lookup gets a real answer.
+        raise NotImplementedError(f"GpuClusterMocks has no answer for invoke {token}")
 
     def _offerings(self, a: dict[str, Any]):
         wanted: list[str] = []
@@ -241,7 +262,7 @@ class GpuClusterMocks(pulumi_mocks.Mocks):
                 wanted = list(f.get("values") or [])
         locations, types = [], []
         for az in self.zones:
-            offered = self.offerings.get(az, []) if self.offerings is not None else wanted
+            offered = self.offerings.get(az, [])
             for t in wanted:
                 if t in offered:
                     locations.append(az)
@@ -340,18 +361,6 @@ class GpuClusterMocks(pulumi_mocks.Mocks):
             out["metadata"] = meta
             rid = f"{meta.get('namespace', '')}/{meta['name']}".lstrip("/")
         return rid, out
-
-
-# Plausible add-on versions for the mocks (the real program resolves them
-# with eks.get_addon_version for the cluster's Kubernetes version).
-_ADDON_VERSIONS = {
-    "vpc-cni": "v1.20.4-eksbuild.1",
-    "kube-proxy": "v1.33.3-eksbuild.6",
-    "coredns": "v1.12.2-eksbuild.4",
-    "eks-pod-identity-agent": "v1.3.8-eksbuild.2",
-    "eks-node-monitoring-agent": "v1.4.0-eksbuild.2",
-    "aws-fsx-csi-driver": "v1.5.0-eksbuild.1",
-}
 
 
 def run_program(raw_config: dict[str, str], stack: str, project: str = "gpucluster",

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from typing import Any
 import yaml
 
 from bootstrap import mocks, stackfile
-from components.spec import config, cost
+from components.spec import config
 
 # Properties worth a glance in the tree, per resource type.
 KEY_PROPERTIES = {
@@ -31,7 +30,8 @@ KEY_PROPERTIES = {
     "aws:ec2/vpcEndpoint:VpcEndpoint": ("serviceName", "vpcEndpointType"),
     "aws:eks/cluster:Cluster": ("name", "version"),
     "aws:eks/addon:Addon": ("addonName", "addonVersion"),
-    "aws:eks/nodeGroup:NodeGroup": ("nodeGroupName", "instanceTypes", "capacityType", "amiType", "scalingConfig"),
+    "aws:eks/nodeGroup:NodeGroup": ("nodeGroupName", "nodeGroupNamePrefix", "instanceTypes", "capacityType", "amiType",
+                                    "releaseVersion", "scalingConfig"),
     "aws:eks/accessEntry:AccessEntry": ("principalArn",),
     "aws:ec2/placementGroup:PlacementGroup": ("strategy",),
     "aws:ec2/launchTemplate:LaunchTemplate": ("networkInterfaces",),
@@ -41,6 +41,7 @@ KEY_PROPERTIES = {
     "aws:iam/role:Role": (),
     "kubernetes:helm.sh/v3:Release": ("chart", "version"),
     "kubernetes:apiextensions.k8s.io/v1:CustomResource": ("kind",),
+    "aws:eks/podIdentityAssociation:PodIdentityAssociation": ("namespace", "serviceAccount"),
 }
 _NOT_OBJECTS = ("kubernetes:helm.sh/", "kubernetes:yaml", "pulumi:providers:")
 
@@ -71,7 +72,7 @@ def _short(value: Any) -> str:
         efa = sum(1 for i in value if i.get("interfaceType") in ("efa", "efa-only"))
         return f"{len(value)} interfaces ({efa} EFA)"
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}: {v}" for k, v in value.items()) + "}"
+        return "{" + ", ".join(f"{k}: {v}" for k, v in sorted(_integral(value).items())) + "}"
     if isinstance(value, list):
         return ",".join(str(v) for v in value)
     return str(value)
@@ -134,47 +135,88 @@ def storage_summary(cfg: config.StackConfig) -> dict[str, Any]:
 
 
 def job_rows(cfg: config.StackConfig) -> list[dict[str, Any]]:
-    from components.spec import jobsizing
+    """Each job (and fabric test) with its queue, start order, deadline and worst-case cost."""
+    from components.spec import jobsizing, launcher, queueing, schedule, teardown
 
+    starts = schedule.stack_schedule(cfg)
+    queue = f"{cfg.training_namespace}/{queueing.LOCAL_QUEUE}"
     rows = []
+    for pool in cfg.gpu_pools:
+        if pool.fabric_test:
+            name = launcher.nccl_test_name(pool)
+            rows.append({"name": name, "launcher": "mpirun (fabric test)", "pool": pool.name,
+                         "nodes": launcher.FABRIC_TEST_NODES, "gpus": launcher.FABRIC_TEST_NODES * pool.instance.gpu_count,
+                         "queue": queue, "priority": queueing.FABRIC_TEST_PRIORITY, **_start(starts, name),
+                         "teardown": {"deadlineSeconds": launcher.FABRIC_TEST_DEADLINE_SECONDS},
+                         "sizing": None})
     for job in cfg.jobs:
         pool = cfg.pool(job.pool)
         gpus = job.gpus_per_node or pool.instance.gpu_count
         row = {"name": job.name, "launcher": job.launcher, "pool": job.pool, "nodes": job.nodes,
-               "gpus": job.nodes * gpus, "sizing": None}
+               "gpus": job.nodes * gpus, "queue": queue, "priority": queueing.TRAINING_PRIORITY,
+               **_start(starts, job.name), "teardown": teardown.teardown(job, cfg).to_dict(), "sizing": None}
         if job.model is not None:
             row["sizing"] = jobsizing.size_job(job, pool, cfg.prices).to_dict()
         rows.append(row)
     return rows
 
 
-def build_report(cfg: config.StackConfig, recording: mocks.Recording, seconds: float) -> dict[str, Any]:
-    estimate = cost.estimate(cfg)
+def _start(starts: dict, name: str) -> dict[str, Any]:
+    start = starts.get(name)
+    return {"startOrder": start.order if start else None, "startsAfter": start.after if start else None}
+
+
+# EKS control plane about 9 minutes (8.5-10 in Terraform logs; FACTS.md
+# "Provisioning times"); the file system and its S3 link in components.spec.fsx.
+EKS_MINUTES = 9
+
+
+def time_to_ready(cfg: config.StackConfig) -> dict[str, Any]:
+    """The two slow paths, created in parallel, and what the S3 link adds."""
+    from components.spec import fsx
+
+    storage = fsx.time_to_ready_minutes(cfg.storage)
+    link = ("one data repository association (the bucket at /), created after the file system"
+            if cfg.storage.s3_link else "no S3 link")
+    return {"eksMinutes": EKS_MINUTES, "storageMinutes": storage, "s3Link": link,
+            "criticalPathMinutes": max(EKS_MINUTES, storage)}
+
+
+def build_report(cfg: config.StackConfig, recording: mocks.Recording, standins: list[str]) -> dict[str, Any]:
+    """Everything the plan says, deterministic: two plans of one stack are byte-identical."""
     outputs = {k: ("[secret]" if k in recording.secret_outputs else v) for k, v in recording.stack_outputs.items()}
+    estimate = recording.stack_outputs.get("estimatedCostPerHourUsd") or {}
     return {
         "stack": cfg.stack,
         "region": cfg.region,
         "gpuAvailabilityZone": recording.stack_outputs.get("gpuAvailabilityZone"),
+        "zones": recording.stack_outputs.get("zones"),
+        "standIns": {key: stackfile.PLAN_STANDINS[key] for key in standins},
         "resourceCount": sum(1 for r in recording.resources if r.custom),
         "countsByType": dict(sorted(Counter(r.type for r in recording.resources if r.custom).items())),
         "gpuPools": pool_rows(cfg),
         "storage": storage_summary(cfg),
+        "timeToReady": time_to_ready(cfg),
         "jobs": job_rows(cfg),
-        "cost": {
-            "minPerHour": estimate.min_per_hour,
-            "maxPerHour": estimate.max_per_hour,
-            "lines": [{"item": x.item, "minPerHour": x.min_per_hour, "maxPerHour": x.max_per_hour}
-                      for x in estimate.lines],
-        },
+        "cost": {"minPerHour": estimate.get("min"), "maxPerHour": estimate.get("max"),
+                 "lines": estimate.get("lines", [])},
         "outputs": outputs,
-        "warnings": [msg for level, msg in recording.logs if level in ("warning", "warn")],
-        "seconds": round(seconds, 2),
+        "warnings": sorted(msg for level, msg in recording.logs if level in ("warning", "warn")),
     }
 
 
 def render(report: dict[str, Any], tree: list[str]) -> str:
     out = [f"gpucluster plan: stack {report['stack']} ({report['region']}, GPU zone "
-           f"{report['gpuAvailabilityZone']}), offline: mock runtime, nothing is created", "", "Resources"]
+           f"{report['gpuAvailabilityZone']}), offline: mock runtime, nothing is created"]
+    if report["standIns"]:
+        out += ["", "Not set in the stack (set before `pulumi up`; the plan stands in for them)"]
+        out += [f"  {k}: {json.dumps(v)}" for k, v in report["standIns"].items()]
+    out += ["", "Zones (by zone ID; names differ per account)"]
+    for z in report["zones"] or []:
+        roles = [r for r, on in (("GPU pools and FSx", z["gpu"]), ("cluster subnets", z["cluster"])) if on]
+        refused = "" if z["cluster"] or not z["gpu"] else " (EKS refuses this zone ID for the control plane)"
+        out.append(f"  {z['name']} = {z['zoneId']}: {', '.join(roles)}{refused}")
+    out += ["", "Resources"]
     out += tree
     out += ["", "Counts by type"]
     width = max((len(t) for t in report["countsByType"]), default=10)
@@ -193,9 +235,29 @@ def render(report: dict[str, Any], tree: list[str]) -> str:
             f"aggregate {s['aggregateThroughputMBps']:,.0f} MB/s for up to {s['gpusAtMaxScale']} GPUs"]
     if s["warning"]:
         out.append(f"  WARNING: {s['warning']}")
-    out += ["", "Jobs"]
+    r = report["timeToReady"]
+    out += ["", "Time to ready (created in parallel)",
+            f"  EKS ~{r['eksMinutes']} min; FSx ~{r['storageMinutes']} min with {r['s3Link']}; "
+            f"critical path ~{r['criticalPathMinutes']} min"]
+    out += ["", "Jobs (queued in Kueue; start order per pool by priority, then as listed)"]
     for j in report["jobs"]:
         line = f"  {j['name']}: {j['launcher']} on {j['pool']}, {j['nodes']} nodes, {j['gpus']} GPUs"
+        line += f"; queue {j['queue']}, priority {j['priority']}"
+        if j["startOrder"] is None:
+            line += ", never starts (larger than its pool)"
+        elif j["startsAfter"]:
+            line += f", starts #{j['startOrder']} after {', '.join(j['startsAfter'])} end"
+        else:
+            line += f", starts #{j['startOrder']} at once"
+        td = j["teardown"]
+        deadline = td.get("deadlineSeconds")
+        line += f"; deadline {_duration(deadline)}" if deadline else "; no deadline"
+        if td.get("deadlineFrom"):
+            line += f" ({td['deadlineFrom']})"
+        if "worstCaseCostUsd" in td:
+            worst = td["worstCaseCostUsd"]
+            line += (f", worst case ${worst:,.0f} incl. {td['idleRemovalMinutes']} min idle tail" if worst is not None
+                     else ", worst case unbounded (set maxCostUsd or runPolicy.activeDeadlineSeconds)")
         if j["sizing"]:
             z = j["sizing"]
             line += f"; model state {z['model_state_gb_per_gpu']:.1f} GB/GPU, fits: {'yes' if z['fits'] else 'no'}"
@@ -217,12 +279,27 @@ def render(report: dict[str, Any], tree: list[str]) -> str:
     return "\n".join(out)
 
 
+def _duration(seconds: int) -> str:
+    days, rest = divmod(int(seconds), 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes = rest // 60
+    return " ".join(f"{n}{u}" for n, u in ((days, "d"), (hours, "h"), (minutes, "m")) if n) or f"{seconds}s"
+
+
+def resource_rows(recording: mocks.Recording) -> list[dict[str, Any]]:
+    """Every resource with its inputs and options, in URN order (registration order is not stable)."""
+    rows = [{"type": r.type, "name": r.name, "urn": r.urn, "parent": r.parent, "custom": r.custom,
+             "inputs": _integral(r.inputs), "dependencies": sorted(r.dependencies), "protect": r.protect,
+             "retainOnDelete": r.retain_on_delete, "ignoreChanges": sorted(r.ignore_changes),
+             "replaceOnChanges": sorted(r.replace_on_changes), "deleteBeforeReplace": r.delete_before_replace,
+             "importId": r.import_id} for r in recording.resources]
+    return sorted(rows, key=lambda row: row["urn"])
+
+
 def write_out(out_dir: Path, recording: mocks.Recording) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
-    resources = [{"type": r.type, "name": r.name, "urn": r.urn, "parent": r.parent, "custom": r.custom,
-                  "inputs": r.inputs, "dependencies": r.dependencies, "retainOnDelete": r.retain_on_delete,
-                  "ignoreChanges": r.ignore_changes} for r in recording.resources]
-    (out_dir / "resources.json").write_text(json.dumps(resources, indent=2, sort_keys=True, default=str))
+    (out_dir / "resources.json").write_text(json.dumps(resource_rows(recording), indent=2, sort_keys=True,
+                                                       default=str) + "\n")
     k8s_dir = out_dir / "k8s"
     k8s_dir.mkdir(exist_ok=True)
     for old in k8s_dir.glob("*.yaml"):
@@ -231,7 +308,7 @@ def write_out(out_dir: Path, recording: mocks.Recording) -> None:
         meta = obj.get("metadata") or {}
         parts = [obj.get("kind", "Object"), meta.get("namespace", ""), meta.get("name", "")]
         fname = "-".join(p for p in parts if p).lower() + ".yaml"
-        (k8s_dir / fname).write_text(yaml.safe_dump(obj, sort_keys=False))
+        (k8s_dir / fname).write_text(yaml.safe_dump(obj, sort_keys=True))
 
 
 def main(argv: list[str]) -> int:
@@ -241,13 +318,16 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
     parser.add_argument("--stack-file", type=Path, help="read this stack file instead of Pulumi.<stack>.yaml")
     args = parser.parse_args(argv)
+    if args.out is not None and args.out.exists() and not args.out.is_dir():
+        print(f"gpucluster: --out {args.out}: exists and is not a directory", file=sys.stderr)
+        return 2
 
-    started = time.perf_counter()
     try:
-        raw = stackfile.read_stack_config(args.stack, stack_file=args.stack_file)
+        raw, standins = stackfile.with_plan_standins(
+            stackfile.read_stack_config(args.stack, stack_file=args.stack_file))
         cfg = config.parse(raw, stackfile.project_name(), args.stack)
         recording = mocks.run_program(raw, args.stack, project=stackfile.project_name())
-    except stackfile.StackFileError as err:
+    except (stackfile.StackFileError, mocks.PlanDataError) as err:
         print(f"gpucluster: {err}", file=sys.stderr)
         return 2
     except config.ConfigError as err:
@@ -258,9 +338,9 @@ def main(argv: list[str]) -> int:
             raise
         print(str(err), file=sys.stderr)
         return 1
-    report = build_report(cfg, recording, time.perf_counter() - started)
+    report = build_report(cfg, recording, standins)
     if args.json:
-        print(json.dumps(report, indent=2, default=str))
+        print(json.dumps(report, indent=2, sort_keys=True, default=str))
     else:
         print(render(report, _tree(recording)))
     if args.out:

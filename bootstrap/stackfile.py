@@ -4,6 +4,10 @@ The CLI merges the project defaults of Pulumi.yaml with Pulumi.<stack>.yaml
 and passes every value as a string (structured values as JSON). The offline
 plan and the tests do the same, so the program parses exactly what it would
 get from `pulumi up`.
+
+Two keys only the deployer can know (who administers the cluster, where
+pulumi runs from) are not in the shipped stacks; the README says how to set
+them. `with_plan_standins` fills them for the offline plan, which says so.
 """
 
 from __future__ import annotations
@@ -16,6 +20,13 @@ import yaml
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 
+# Keys a real deploy needs that the shipped stacks leave to the user, with
+# what the offline plan assumes in their place. Neither value reaches AWS.
+PLAN_STANDINS: dict[str, Any] = {
+    "gpucluster:adminPrincipalArns": ["arn:aws:iam::000000000000:role/gpucluster-admin"],
+    "gpucluster:publicAccessCidrs": ["1.1.1.1/32"],
+}
+
 
 class StackFileError(Exception):
     pass
@@ -26,14 +37,20 @@ def project_name(project_dir: Path = PROJECT_DIR) -> str:
 
 
 def _load_yaml(path: Path) -> dict[str, Any]:
+    if path.is_dir():
+        raise StackFileError(f"{path}: is a directory, not a stack file")
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.safe_load(path.read_bytes().decode("utf-8"))
     except FileNotFoundError:
         raise StackFileError(f"{path}: no such file") from None
+    except UnicodeDecodeError as exc:
+        raise StackFileError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise StackFileError(f"{path}: cannot be read ({exc.strerror})") from None
     except yaml.YAMLError as exc:
         raise StackFileError(f"{path}: not valid YAML: {exc}") from None
     if not isinstance(data, dict):
-        raise StackFileError(f"{path}: must be a YAML mapping")
+        raise StackFileError(f"{path}: must be a YAML mapping, got {type(data).__name__}")
     return data
 
 
@@ -61,19 +78,45 @@ def project_defaults(project_dir: Path = PROJECT_DIR) -> dict[str, Any]:
     return out
 
 
+def stack_path(stack: str, project_dir: Path = PROJECT_DIR) -> Path:
+    return project_dir / f"Pulumi.{stack}.yaml"
+
+
 def read_stack_config(stack: str, project_dir: Path = PROJECT_DIR,
                       overrides: dict[str, Any] | None = None, stack_file: Path | None = None) -> dict[str, str]:
     """The merged raw config of `stack` (or of `stack_file`) as the engine would pass it."""
-    path = stack_file or project_dir / f"Pulumi.{stack}.yaml"
+    path = stack_file or stack_path(stack, project_dir)
     if not path.exists():
         stacks = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in project_dir.glob("Pulumi.*.yaml"))
         raise StackFileError(f"no stack {stack!r}: {path.name} not found; stacks: {', '.join(stacks)}")
-    stack_file = _load_yaml(path)
+    document = _load_yaml(path)
+    config = document.get("config") or {}
+    if not isinstance(config, dict):
+        raise StackFileError(f"{path}: `config:` must be a mapping of keys to values")
     merged: dict[str, Any] = project_defaults(project_dir)
-    for key, value in (stack_file.get("config") or {}).items():
+    for key, value in config.items():
         if isinstance(value, dict) and set(value) == {"secure"}:
             # Encrypted secrets cannot be read offline; the program must not need them.
             value = "[secret]"
-        merged[key] = value
+        merged[str(key)] = value
     merged.update(overrides or {})
     return {k: _as_engine_string(v) for k, v in merged.items()}
+
+
+def stack_versions(path: Path) -> dict[str, Any]:
+    """The stack file's gpucluster:versions mapping as written ({} when absent or not a mapping)."""
+    versions = (_load_yaml(path).get("config") or {}).get("gpucluster:versions")
+    return versions if isinstance(versions, dict) else {}
+
+
+def with_plan_standins(raw: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    """`raw` with PLAN_STANDINS filled in where the stack leaves them unset, and the keys filled."""
+    out = dict(raw)
+    filled = []
+    for key, value in PLAN_STANDINS.items():
+        if key == "gpucluster:publicAccessCidrs" and out.get("gpucluster:deployerInVpc") == "true":
+            continue  # private-only on purpose
+        if out.get(key) in (None, "", "[]"):
+            out[key] = _as_engine_string(value)
+            filled.append(key)
+    return out, filled

@@ -27,23 +27,32 @@ ADDONS_BEFORE_NODES = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")
 ADDONS_AFTER_NODES = ("coredns", "eks-node-monitoring-agent")
 
 
-def admin_principals(configured: tuple[str, ...] | list[str], deployer: str | None) -> list[str]:
-    """The configured admins plus the deploying identity, each once, in order."""
-    out: list[str] = []
-    for arn in [*configured, *([deployer] if deployer else [])]:
-        if arn not in out:
-            out.append(arn)
-    return out
-
-
 def principal_slug(arn: str) -> str:
     """A short, stable resource-name part for an IAM principal."""
     last = re.sub(r"[^a-z0-9-]", "-", arn.rsplit("/", 1)[-1].lower())[:24].strip("-")
     return f"{last}-{hashlib.sha256(arn.encode()).hexdigest()[:6]}"
 
 
-def kubeconfig(cluster_name: str, endpoint: str, ca_data: str, region: str) -> dict:
-    """A kubeconfig that authenticates with `aws eks get-token` (no static secret)."""
+def kubeconfig(cluster_name: str, endpoint: str, ca_data: str, region: str, profile: str | None = None,
+               role_arn: str | None = None) -> dict:
+    """A kubeconfig that authenticates with `aws eks get-token` (no static secret).
+
+    The token is minted as the AWS provider's identity, its aws:profile and
+    its assumed role (--role-arn), so the Kubernetes provider acts as the
+    same principal as the AWS provider.
+    """
+    args = ["eks", "get-token", "--cluster-name", cluster_name, "--region", region, "--output", "json"]
+    if role_arn:
+        args += ["--role-arn", role_arn]
+    if profile:
+        # --profile, not AWS_PROFILE, which ambient credentials can override (pulumi-eks, generateKubeconfig).
+        args += ["--profile", profile]
+    exec_config: dict = {
+        "apiVersion": "client.authentication.k8s.io/v1beta1",
+        "command": "aws",
+        "args": args,
+        "interactiveMode": "Never",
+    }
     return {
         "apiVersion": "v1",
         "kind": "Config",
@@ -52,13 +61,7 @@ def kubeconfig(cluster_name: str, endpoint: str, ca_data: str, region: str) -> d
         "current-context": cluster_name,
         "users": [{
             "name": cluster_name,
-            "user": {"exec": {
-                "apiVersion": "client.authentication.k8s.io/v1beta1",
-                "command": "aws",
-                "args": ["eks", "get-token", "--cluster-name", cluster_name, "--region", region,
-                         "--output", "json"],
-                "interactiveMode": "Never",
-            }},
+            "user": {"exec": exec_config},
         }],
     }
 
@@ -66,8 +69,12 @@ def kubeconfig(cluster_name: str, endpoint: str, ca_data: str, region: str) -> d
 @dataclass(frozen=True)
 class ClusterArgs:
     config: StackConfig
+    # Private subnets in zones EKS accepts (Network.cluster_subnet_ids): the
+    # control plane's and the system nodes'.
     subnet_ids: list[pulumi.Input[str]]
-    deployer_arn: str | None  # the IAM role or user running `pulumi up`
+    # True when /aws/eks/<name>/cluster exists already (lookups.log_group_exists):
+    # EKS re-creates it after a delete, so it is adopted instead of created.
+    log_group_exists: bool = False
 
 
 class Cluster(pulumi.ComponentResource):
@@ -98,8 +105,16 @@ class Cluster(pulumi.ComponentResource):
         aws.kms.Alias(f"{name}-secrets-key-alias", name=f"alias/{cfg.cluster_name}-eks-secrets",
                       target_key_id=key.key_id, opts=child)
         # Created first so EKS writes into a group with a retention we chose.
-        log_group = aws.cloudwatch.LogGroup(f"{name}-logs", name=f"/aws/eks/{cfg.cluster_name}/cluster",
-                                            retention_in_days=LOG_RETENTION_DAYS, tags=tags, opts=child)
+        # EKS re-creates the group while it flushes logs after the cluster is
+        # deleted (terraform-aws-eks #2486), so a destroy-then-up would fail with
+        # ResourceAlreadyExistsException: the group is kept on destroy (audit
+        # logs outlive the cluster, expiring after the retention) and adopted
+        # by the next `pulumi up`, which then sets our retention and tags.
+        log_group_name = f"/aws/eks/{cfg.cluster_name}/cluster"
+        log_group = aws.cloudwatch.LogGroup(
+            f"{name}-logs", name=log_group_name, retention_in_days=LOG_RETENTION_DAYS, tags=tags,
+            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True,
+                                        import_=log_group_name if args.log_group_exists else None))
 
         public = bool(cfg.public_access_cidrs)
         cluster = aws.eks.Cluster(
@@ -123,8 +138,10 @@ class Cluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[log_group, *role_policies]),
         )
 
+        # Exactly the configured admins: who runs `pulumi` (a person, a CI role
+        # previewing) never changes the access entries.
         admin_access = []
-        for arn in admin_principals(cfg.admin_principal_arns, args.deployer_arn):
+        for arn in dict.fromkeys(cfg.admin_principal_arns):
             slug = principal_slug(arn)
             entry = aws.eks.AccessEntry(f"{name}-admin-{slug}", cluster_name=cluster.name, principal_arn=arn,
                                         type="STANDARD", tags=tags, opts=child)
@@ -136,20 +153,22 @@ class Cluster(pulumi.ComponentResource):
         # Pod Identity role instead of every node.
         self.node_role, node_policies = iam.service_role(f"{name}-node-role", "ec2.amazonaws.com",
                                                          iam.NODE_POLICIES, tags, self)
-        cni_role, _ = iam.service_role(f"{name}-vpc-cni-role", "pods.eks.amazonaws.com", [iam.CNI_POLICY],
-                                       tags, self)
+        cni_role, cni_policies = iam.service_role(f"{name}-vpc-cni-role", "pods.eks.amazonaws.com",
+                                                  [iam.CNI_POLICY], tags, self)
 
         def addon(addon_name: str, depends_on: list[pulumi.Resource], **extra) -> aws.eks.Addon:
-            version = aws.eks.get_addon_version(addon_name=addon_name, kubernetes_version=cfg.kubernetes_version,
-                                                most_recent=True).version
+            # Pinned per stack (gpucluster:versions.addons): a later `pulumi up`
+            # never updates an add-on under running jobs; bootstrap upgrade moves them.
             return aws.eks.Addon(f"{name}-{addon_name}", cluster_name=cluster.name, addon_name=addon_name,
-                                 addon_version=version, resolve_conflicts_on_create="OVERWRITE",
+                                 addon_version=cfg.versions.addons[addon_name], resolve_conflicts_on_create="OVERWRITE",
                                  resolve_conflicts_on_update="PRESERVE", tags=tags,
                                  opts=pulumi.ResourceOptions(parent=self, depends_on=depends_on), **extra)
 
         pod_identity_agent = addon("eks-pod-identity-agent", [])
         self.core_addons = [
-            addon("vpc-cni", [pod_identity_agent], pod_identity_associations=[
+            # The CNI's role must hold its policy before aws-node starts (and,
+            # on destroy, keep it until the add-on is gone).
+            addon("vpc-cni", [pod_identity_agent, *cni_policies], pod_identity_associations=[
                 {"role_arn": cni_role.arn, "service_account": "aws-node"}]),
             addon("kube-proxy", []),
             pod_identity_agent,
@@ -160,8 +179,12 @@ class Cluster(pulumi.ComponentResource):
         self.system_nodes = aws.eks.NodeGroup(
             f"{name}-system-nodes",
             cluster_name=cluster.name,
-            node_group_name=f"{cfg.cluster_name}-system",
+            # A prefix, not a fixed name: a change that replaces the group
+            # (instance type, disk, subnets) creates the new one before deleting
+            # the old, which a fixed name forbids (ResourceInUseException).
+            node_group_name_prefix=f"{cfg.cluster_name}-system-",
             version=cfg.kubernetes_version,
+            release_version=cfg.versions.ami_release_version,
             node_role_arn=self.node_role.arn,
             subnet_ids=args.subnet_ids,
             instance_types=[sys_cfg.instance_type],
@@ -182,7 +205,7 @@ class Cluster(pulumi.ComponentResource):
         self.cluster_security_group_id = cluster.vpc_config.cluster_security_group_id
         self.kubeconfig = pulumi.Output.secret(pulumi.Output.all(
             cluster.name, cluster.endpoint, cluster.certificate_authority.data,
-        ).apply(lambda a: json.dumps(kubeconfig(a[0], a[1], a[2], cfg.region))))
+        ).apply(lambda a: json.dumps(kubeconfig(a[0], a[1], a[2], cfg.region, cfg.aws_profile, cfg.aws_role_arn))))
         # The deployer may call the Kubernetes API only once its access policy
         # exists; on destroy, Kubernetes objects go before the access does.
         self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=self.kubeconfig, enable_server_side_apply=True,

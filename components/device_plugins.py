@@ -15,23 +15,11 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.spec import nodepool
+from components.spec import ecr, namespaces, nodepool
+from components.spec import versions as v
 from components.spec.config import GpuPoolConfig
 
-NAMESPACE = "kube-system"
-
-# https://github.com/NVIDIA/k8s-device-plugin/releases: 0.20.0 is the newest
-# release seen (NVIDIA/deepops PR #1382, 2026-08-27, verified against that page).
-NVIDIA_CHART_REPO = "https://nvidia.github.io/k8s-device-plugin"
-NVIDIA_CHART = "nvidia-device-plugin"
-NVIDIA_CHART_VERSION = "0.20.0"
-
-# https://github.com/aws/eks-charts/tree/master/stable/aws-efa-k8s-device-plugin:
-# chart 0.5.29 ships plugin v0.5.20 (aws/eks-charts PR #1338, 2026-06-12);
-# plugins before v0.5.10 miscount the devices of p6-b200.
-EFA_CHART_REPO = "https://aws.github.io/eks-charts"
-EFA_CHART = "aws-efa-k8s-device-plugin"
-EFA_CHART_VERSION = "0.5.29"
+NAMESPACE = namespaces.KUBE_SYSTEM
 
 # The well-known label the EFA chart's hard-coded node affinity matches on.
 INSTANCE_TYPE_NODE_LABEL = "node.kubernetes.io/instance-type"
@@ -52,19 +40,28 @@ def nvidia_values() -> dict[str, Any]:
             {"matchExpressions": [{"key": nodepool.POOL_LABEL, "operator": "Exists"}]},
         ]}}},
         "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}, *gpu_tolerations()],
+        # EFA is not Mellanox OFED: MOFED on would make containers ask for
+        # MOFED libraries the nodes do not have. The chart passes MOFED_ENABLED
+        # only for a real boolean (templates/daemonset-device-plugin.yml:
+        # `typeIs "bool" .Values.mofedEnabled`), so this is False, not "false".
+        "mofedEnabled": False,
     }
 
 
-def efa_values(pools: Sequence[GpuPoolConfig]) -> dict[str, Any]:
+def efa_values(pools: Sequence[GpuPoolConfig], region: str) -> dict[str, Any]:
     """EFA plugin on EFA pool nodes only.
 
     The chart always requires node.kubernetes.io/instance-type in
     supportedInstanceLabels.values (templates/daemonset.yaml), and its default
     list predates p6; listing the pools' own types keeps that term true, and
     the nodeSelector keeps the plugin off a pool of the same type with EFA
-    disabled.
+    disabled. The image comes from the stack's region's EKS registry: the
+    chart's default (values.yaml image.repository) is us-west-2's, a
+    cross-region pull that fails where that registry is not reachable.
     """
     return {
+        "image": {"repository": f"{ecr.addon_registry(region)}/eks/aws-efa-k8s-device-plugin",
+                  "tag": v.EFA_PLUGIN_IMAGE_TAG},
         "nodeSelector": {nodepool.EFA_LABEL: "true"},
         "tolerations": gpu_tolerations(),
         "supportedInstanceLabels": {
@@ -77,6 +74,7 @@ def efa_values(pools: Sequence[GpuPoolConfig]) -> dict[str, Any]:
 @dataclass(frozen=True)
 class DevicePluginsArgs:
     pools: Sequence[GpuPoolConfig]
+    region: str
     provider: k8s.Provider
     depends_on: list[pulumi.Resource] = field(default_factory=list)  # e.g. the system node group
 
@@ -94,9 +92,9 @@ class DevicePlugins(pulumi.ComponentResource):
         self.nvidia = k8s.helm.v3.Release(
             f"{name}-nvidia",
             name="nvidia-device-plugin",
-            chart=NVIDIA_CHART,
-            version=NVIDIA_CHART_VERSION,
-            repository_opts={"repo": NVIDIA_CHART_REPO},
+            chart=v.NVIDIA_CHART,
+            version=v.NVIDIA_CHART_VERSION,
+            repository_opts={"repo": v.NVIDIA_CHART_REPO},
             namespace=NAMESPACE,
             values=nvidia_values(),
             opts=release_opts,
@@ -106,11 +104,11 @@ class DevicePlugins(pulumi.ComponentResource):
             self.efa = k8s.helm.v3.Release(
                 f"{name}-efa",
                 name="aws-efa-k8s-device-plugin",
-                chart=EFA_CHART,
-                version=EFA_CHART_VERSION,
-                repository_opts={"repo": EFA_CHART_REPO},
+                chart=v.EFA_CHART,
+                version=v.EFA_CHART_VERSION,
+                repository_opts={"repo": v.EFA_CHART_REPO},
                 namespace=NAMESPACE,
-                values=efa_values(args.pools),
+                values=efa_values(args.pools, args.region),
                 opts=release_opts,
             )
         self.register_outputs({

@@ -19,7 +19,6 @@ import pulumi_aws as aws
 
 from components.spec import efa, nodepool
 from components.spec.config import GpuPoolConfig
-from components.spec.validation import Problem
 
 # EKS-optimized AL2023 AMI with the NVIDIA driver, container toolkit and the
 # EFA driver (EKS User Guide, "Create nodes with optimized accelerated
@@ -37,14 +36,6 @@ ROOT_VOLUME_THROUGHPUT_MIBPS = 500
 # "Scale cluster compute with Karpenter and Cluster Autoscaler"); the path is
 # the engine's camelCase property path.
 AUTOSCALED_PROPERTY = "scalingConfig.desiredSize"
-
-
-def release_version_parameter(kubernetes_version: str) -> str:
-    """SSM public parameter with the recommended AL2023 NVIDIA AMI release for a Kubernetes version.
-
-    EKS User Guide, "Retrieve recommended Amazon Linux AMI IDs".
-    """
-    return f"/aws/service/eks/optimized-ami/{kubernetes_version}/amazon-linux-2023/x86_64/nvidia/recommended/release_version"
 
 
 def network_interfaces(pool: GpuPoolConfig, security_group_ids: list[pulumi.Input[str]]) -> list[dict[str, Any]]:
@@ -85,37 +76,6 @@ def capacity_options(pool: GpuPoolConfig) -> dict[str, Any]:
     return options
 
 
-def reservation_problems(pool: GpuPoolConfig, availability_zone: str, reservation_zone: str | None,
-                         reservation_type: str | None) -> list[Problem]:
-    """A reservation outside the GPU zone (or for another type) can never launch a node."""
-    path = f"gpucluster:gpuPools[name={pool.name}].capacityReservationId"
-    problems = []
-    if reservation_zone != availability_zone:
-        problems.append(Problem(path, f"{pool.capacity_reservation_id} is in {reservation_zone}, but the GPU zone "
-                                      f"is {availability_zone}; set gpucluster:gpuAvailabilityZone to "
-                                      f"{reservation_zone} or use a reservation in {availability_zone}"))
-    if reservation_type != pool.instance_type:
-        problems.append(Problem(path, f"{pool.capacity_reservation_id} reserves {reservation_type}, "
-                                      f"not the pool's {pool.instance_type}"))
-    return problems
-
-
-def capacity_block_problems(pool: GpuPoolConfig, availability_zone: str) -> list[Problem]:
-    """Look the Capacity Block up: why it cannot serve the pool (empty when it can).
-
-    Called by __main__ before anything registers: a reservation in another zone
-    fails only at scale-up, long after `pulumi up` said it succeeded.
-
-    pulumi-aws has an invoke for Capacity Blocks only
-    (ec2.get_capacity_block_reservation); an On-Demand Capacity Reservation
-    has none, so a targeted ODCR's zone is not checked here (preflight's job).
-    """
-    if pool.capacity_type != "CAPACITY_BLOCK":
-        return []
-    block = aws.ec2.get_capacity_block_reservation(id=pool.capacity_reservation_id)
-    return reservation_problems(pool, availability_zone, block.availability_zone, block.instance_type)
-
-
 def _tag_slug(key: str) -> str:
     """A resource-name part for a node-template tag key: label/gpucluster.io/pool -> label-gpucluster.io-pool."""
     return re.sub(r"[^A-Za-z0-9._-]+", "-", key.removeprefix(f"{nodepool.NODE_TEMPLATE_PREFIX}/"))
@@ -126,6 +86,7 @@ class GpuNodePoolArgs:
     pool: GpuPoolConfig
     cluster_name: pulumi.Input[str]
     kubernetes_version: str
+    ami_release_version: str  # gpucluster:versions.amiReleaseVersion
     vpc_id: pulumi.Input[str]
     subnet_id: pulumi.Input[str]  # the GPU zone's private subnet
     availability_zone: str  # the GPU zone
@@ -196,7 +157,7 @@ class GpuNodePool(pulumi.ComponentResource):
             placement = {"group_name": group.id}
             self.placement_group_name = group.id
 
-        release_version = aws.ssm.get_parameter(name=release_version_parameter(args.kubernetes_version)).value
+        capacity_block = pool.capacity_type == "CAPACITY_BLOCK"
         template = aws.ec2.LaunchTemplate(
             f"{name}-launch-template",
             description=f"GPU pool {pool.name}: {pool.instance_type}, {self.efa_interfaces} EFA interfaces",
@@ -217,6 +178,7 @@ class GpuNodePool(pulumi.ComponentResource):
                         "iops": ROOT_VOLUME_IOPS, "throughput": ROOT_VOLUME_THROUGHPUT_MIBPS,
                         "delete_on_termination": "true"},
             }],
+            instance_type=pool.instance_type if capacity_block else None,
             user_data=nodepool.user_data_base64(pool),
             tag_specifications=[{"resource_type": kind, "tags": tags("node")} for kind in ("instance", "volume")],
             tags=tags("launch-template"),
@@ -234,8 +196,12 @@ class GpuNodePool(pulumi.ComponentResource):
             subnet_ids=[args.subnet_id],
             ami_type=AMI_TYPE,
             version=args.kubernetes_version,
-            release_version=release_version,
-            instance_types=[pool.instance_type],
+            # Pinned per stack: a new AMI release never rolls nodes under a running job.
+            release_version=args.ami_release_version,
+            # A Capacity Block takes the instance type from the launch template and
+            # none on the node group (EKS User Guide, capacity-blocks-mng;
+            # terraform-aws-eks sets instance_types to null there).
+            instance_types=None if capacity_block else [pool.instance_type],
             capacity_type=pool.capacity_type,
             launch_template={"id": template.id, "version": template.latest_version.apply(str)},
             scaling_config={"min_size": pool.min_nodes, "desired_size": pool.desired_nodes,

@@ -9,6 +9,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.spec.config import NetworkConfig
+from components.spec.zones import ZonePlan
 
 
 def subnet_layout(cidr: str, zones: int) -> list[tuple[str, str]]:
@@ -29,7 +30,7 @@ class NetworkArgs:
     config: NetworkConfig
     cluster_name: str
     region: str
-    zones: tuple[str, ...]  # the GPU zone first
+    zones: ZonePlan
     tags: dict[str, str]
 
 
@@ -37,7 +38,8 @@ class Network(pulumi.ComponentResource):
     """VPC with a private and a public subnet in each zone."""
 
     vpc_id: pulumi.Output[str]
-    private_subnet_ids: list[pulumi.Output[str]]
+    private_subnet_ids: list[pulumi.Output[str]]  # one per zone, the GPU zone's first
+    cluster_subnet_ids: list[pulumi.Output[str]]  # the private subnets EKS accepts (ZonePlan.cluster_zones)
     public_subnet_ids: list[pulumi.Output[str]]
     gpu_subnet_id: pulumi.Output[str]
     node_security_group_id: pulumi.Output[str]
@@ -58,9 +60,10 @@ class Network(pulumi.ComponentResource):
             f"{name}-public-rt", vpc_id=vpc.id,
             routes=[{"cidr_block": "0.0.0.0/0", "gateway_id": igw.id}], tags=tags("public"), opts=child)
 
-        layout = subnet_layout(args.config.cidr, len(args.zones))
+        zones = args.zones.zones
+        layout = subnet_layout(args.config.cidr, len(zones))
         public_subnets, private_subnets = [], []
-        for zone, (private_cidr, public_cidr) in zip(args.zones, layout):
+        for zone, (private_cidr, public_cidr) in zip(zones, layout):
             public = aws.ec2.Subnet(
                 f"{name}-public-{zone}", vpc_id=vpc.id, cidr_block=public_cidr, availability_zone=zone,
                 # Load balancer discovery (EKS User Guide, "Subnet requirements").
@@ -76,9 +79,9 @@ class Network(pulumi.ComponentResource):
 
         # One NAT gateway (dev) sits in the GPU zone so GPU egress stays in-zone;
         # perAz gives each zone its own for availability.
-        nat_zones = args.zones if args.config.nat_gateways == "perAz" else args.zones[:1]
+        nat_zones = zones if args.config.nat_gateways == "perAz" else zones[:1]
         nats = {}
-        for zone, public in zip(args.zones, public_subnets):
+        for zone, public in zip(zones, public_subnets):
             if zone not in nat_zones:
                 continue
             eip = aws.ec2.Eip(f"{name}-nat-{zone}-eip", domain="vpc", tags=tags(f"nat-{zone}"), opts=child)
@@ -86,7 +89,7 @@ class Network(pulumi.ComponentResource):
                                             tags=tags(f"nat-{zone}"),
                                             opts=pulumi.ResourceOptions(parent=self, depends_on=[igw]))
         private_rts = []
-        for zone, private in zip(args.zones, private_subnets):
+        for zone, private in zip(zones, private_subnets):
             nat = nats.get(zone, nats[nat_zones[0]])
             rt = aws.ec2.RouteTable(f"{name}-private-{zone}-rt", vpc_id=vpc.id,
                                     routes=[{"cidr_block": "0.0.0.0/0", "nat_gateway_id": nat.id}],
@@ -111,12 +114,14 @@ class Network(pulumi.ComponentResource):
         self.vpc_id = vpc.id
         self.node_security_group_id = node_sg.id
         self.private_subnet_ids = [s.id for s in private_subnets]
+        self.cluster_subnet_ids = [s.id for zone, s in zip(zones, private_subnets) if zone in args.zones.cluster_zones]
         self.public_subnet_ids = [s.id for s in public_subnets]
         self.gpu_subnet_id = private_subnets[0].id
-        self.gpu_zone = args.zones[0]
+        self.gpu_zone = args.zones.gpu_zone
         self.register_outputs({
             "vpcId": self.vpc_id,
             "privateSubnetIds": self.private_subnet_ids,
+            "clusterSubnetIds": self.cluster_subnet_ids,
             "publicSubnetIds": self.public_subnet_ids,
             "gpuSubnetId": self.gpu_subnet_id,
             "nodeSecurityGroupId": self.node_security_group_id,

@@ -1,9 +1,9 @@
 """Storage: the S3 bucket, FSx for Lustre linked to it, and its mount in the cluster.
 
 `Storage` is the AWS side and needs only the VPC, the GPU subnet and the
-client security groups, so FSx (~10 min, +~7 min per S3 link) is created
-while EKS is. `FsxVolume` is the cluster side: the FSx CSI add-on and a
-static PersistentVolume/Claim, the one place that waits for both.
+client security groups, so FSx (~10 min, +~7 min for its one S3 link) is
+created while EKS is. `FsxVolume` is the cluster side: the FSx CSI add-on
+and a static PersistentVolume/Claim, the one place that waits for both.
 """
 
 from __future__ import annotations
@@ -72,17 +72,16 @@ def lifecycle_rules() -> list[dict]:
     ]
 
 
-def lustre_args(config: StorageConfig, bucket: pulumi.Input[str]) -> dict:
-    """The deployment-type-specific LustreFileSystem arguments."""
+def lustre_args(config: StorageConfig) -> dict:
+    """The deployment-type-specific LustreFileSystem arguments.
+
+    Scratch has no backups or metadata servers to size. Neither type uses
+    the legacy import_path/export_path link: it exports nothing by itself,
+    and S3 is linked by a data repository association instead.
+    """
     f = config.fsx
-    if f.deployment_type == "SCRATCH_2" and not config.s3_link:
-        return {}
     if f.deployment_type == "SCRATCH_2":
-        # Scratch has no backups or metadata servers to size; it takes the legacy
-        # import/export link (FACTS.md, FSx for Lustre), laid out by fsx.scratch_paths.
-        paths = pulumi.Output.from_input(bucket).apply(fsxlib.scratch_paths)
-        return {"import_path": paths[0], "export_path": paths[1],
-                "auto_import_policy": fsxlib.SCRATCH_AUTO_IMPORT_POLICY}
+        return {}
     metadata = ({"mode": "AUTOMATIC"} if f.metadata_iops is None
                 else {"mode": "USER_PROVISIONED", "iops": f.metadata_iops})
     return {
@@ -119,7 +118,7 @@ class Storage(pulumi.ComponentResource):
     security_group_id: pulumi.Output[str]
     storage_capacity_gib: int
     aggregate_throughput_mbps: float
-    links: tuple[fsxlib.RepositoryLink, ...]
+    link: fsxlib.BucketLink | None
 
     def __init__(self, name: str, args: StorageArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpucluster:index:Storage", name, None, opts)
@@ -143,10 +142,12 @@ class Storage(pulumi.ComponentResource):
             storage_capacity=cfg.fsx.storage_capacity_gib,
             subnet_ids=args.subnet_id,
             security_group_ids=[sg.id],
+            # 2.15 explicitly: SCRATCH_2 defaults to Lustre 2.10, which has no data
+            # repository associations (CreateFileSystem FileSystemTypeVersion).
             file_system_type_version="2.15",
             data_compression_type="LZ4",
             tags=tags("fsx"),
-            **lustre_args(cfg, bucket.bucket),
+            **lustre_args(cfg),
             # FSx refuses to create a file system whose group does not admit
             # Lustre (or, with EFA, all) traffic ("Creating an FSx for Lustre
             # file system fails"); the bucket's settings must be in place
@@ -154,24 +155,25 @@ class Storage(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[*sg_rules, *bucket_settings]),
         )
 
-        self.links = (fsxlib.repository_links(cfg)
-                      if cfg.fsx.deployment_type == "PERSISTENT_2" and cfg.s3_link else ())
-        events = list(fsxlib.DRA_EVENTS)
-        associations = [
-            aws.fsx.DataRepositoryAssociation(
-                f"{name}-dra-{link.role}",
+        # One association, the whole bucket at /, on both deployment types
+        # (components.spec.fsx.BucketLink): automatic import and export of new,
+        # changed and deleted files, so checkpoints reach S3 as they are written.
+        self.link = fsxlib.BucketLink() if cfg.s3_link else None
+        associations = []
+        if self.link is not None:
+            events = list(fsxlib.DRA_EVENTS)
+            associations.append(aws.fsx.DataRepositoryAssociation(
+                f"{name}-dra",
                 file_system_id=fs.id,
-                file_system_path=link.file_system_path,
-                data_repository_path=bucket.bucket.apply(lambda b, p=link.prefix: fsxlib.s3_url(b, p)),
-                batch_import_meta_data_on_create=link.batch_import,
+                file_system_path=self.link.file_system_path,
+                data_repository_path=bucket.bucket.apply(fsxlib.BucketLink.data_repository_path),
+                batch_import_meta_data_on_create=self.link.batch_import,
                 # Never let a deleted link take files with it; S3 keeps the data.
                 delete_data_in_filesystem=False,
                 s3={"auto_import_policy": {"events": events}, "auto_export_policy": {"events": events}},
-                tags=tags(f"fsx-{link.role}"),
+                tags=tags("fsx-s3-link"),
                 opts=child,
-            )
-            for link in self.links
-        ]
+            ))
 
         self.bucket_name = bucket.bucket
         self.bucket_arn = bucket.arn
@@ -273,7 +275,7 @@ class FsxVolumeArgs:
     provider: k8s.Provider
     namespace: str
     namespace_resource: pulumi.Resource  # the training Namespace
-    kubernetes_version: str
+    addon_version: str  # gpucluster:versions.addons.aws-fsx-csi-driver
     # What the add-on needs first: the Pod Identity agent and nodes for its controller.
     depends_on: list[pulumi.Resource] = field(default_factory=list)
     tags: dict[str, str] = field(default_factory=dict)
@@ -317,13 +319,25 @@ def persistent_volume(namespace: str, capacity_gib: int, file_system_id: str, dn
     }
 
 
-def persistent_volume_claim(pv_name: str, capacity_gib: int) -> dict:
+# What the claim requests: constant and small. A statically bound claim cannot
+# be resized, so a request that followed the file system's capacity would make
+# every FSx resize a rejected PVC patch; binding needs only request <= the PV's capacity.
+CLAIM_REQUEST = "1Gi"
+
+
+def pv_name(namespace: str, file_system_id: str) -> str:
+    """Named after the file system: a new file system gets a new PV (its CSI source is immutable),
+    created before the old one is deleted."""
+    return f"{namespace}-fsx-{file_system_id}"
+
+
+def persistent_volume_claim(volume_name: str) -> dict:
     return {
         "accessModes": ["ReadWriteMany"],
         # "" turns off dynamic provisioning; volumeName binds to our PV.
         "storageClassName": "",
-        "volumeName": pv_name,
-        "resources": {"requests": {"storage": f"{capacity_gib}Gi"}},
+        "volumeName": volume_name,
+        "resources": {"requests": {"storage": CLAIM_REQUEST}},
     }
 
 
@@ -340,13 +354,12 @@ class FsxVolume(pulumi.ComponentResource):
         role, _ = iam.service_role(f"{name}-csi-role", "pods.eks.amazonaws.com", [], args.tags, self)
         role_policy = aws.iam.RolePolicy(f"{name}-csi-role-policy", role=role.name, policy=csi_policy(),
                                          opts=pulumi.ResourceOptions(parent=self))
-        version = aws.eks.get_addon_version(addon_name=CSI_ADDON, kubernetes_version=args.kubernetes_version,
-                                            most_recent=True).version
         self.addon = aws.eks.Addon(
             f"{name}-csi-driver",
             cluster_name=args.cluster_name,
             addon_name=CSI_ADDON,
-            addon_version=version,
+            # Pinned per stack (gpucluster:versions.addons), like the cluster's add-ons.
+            addon_version=args.addon_version,
             resolve_conflicts_on_create="OVERWRITE",
             resolve_conflicts_on_update="PRESERVE",
             # The add-on authenticates with Pod Identity only (EKS User Guide, fsx-csi-create).
@@ -356,22 +369,27 @@ class FsxVolume(pulumi.ComponentResource):
         )
 
         self.claim_name = CLAIM_NAME
-        self.pv_name = f"{args.namespace}-fsx"
+        self.pv_name = storage.file_system_id.apply(lambda fs_id: pv_name(args.namespace, fs_id))
         spec = pulumi.Output.all(storage.file_system_id, storage.dns_name, storage.mount_name).apply(
             lambda a: persistent_volume(args.namespace, storage.storage_capacity_gib, *a))
         pv = k8s.core.v1.PersistentVolume(
             f"{name}-pv",
             metadata={"name": self.pv_name, "labels": {"app.kubernetes.io/part-of": "gpucluster"}},
             spec=spec,
-            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.addon]),
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.addon],
+                                        replace_on_changes=["spec.csi"]),
         )
+        # The claim follows its PV: when the file system is replaced, the claim
+        # (fixed name, spec immutable once bound) is deleted and re-created on the
+        # new PV, which lets the old PV go (pv-protection holds a bound PV).
         k8s.core.v1.PersistentVolumeClaim(
             f"{name}-pvc",
             metadata={"name": CLAIM_NAME, "namespace": args.namespace,
                       "labels": {"app.kubernetes.io/part-of": "gpucluster"}},
-            spec=persistent_volume_claim(self.pv_name, storage.storage_capacity_gib),
+            spec=pv.metadata.apply(lambda m: persistent_volume_claim(m["name"])),
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider,
-                                        depends_on=[args.namespace_resource, pv]),
+                                        depends_on=[args.namespace_resource, pv],
+                                        replace_on_changes=["spec"], delete_before_replace=True),
         )
         self.register_outputs({"claimName": self.claim_name, "persistentVolumeName": self.pv_name,
                                "csiAddonVersion": self.addon.addon_version})

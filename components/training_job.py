@@ -1,10 +1,12 @@
-"""TrainingJob and FabricTest: a job's MPIJob/PyTorchJob, and a pool's nccl-tests run.
+"""TrainingJob and FabricTest: a job's MPIJob/TrainJob, and a pool's nccl-tests run.
 
-Thin wiring of the manifests components/launcher.py builds; each registers
-one custom resource. Pulumi does not wait for a custom resource to finish,
-so `pulumi up` returns once the job is accepted. A changed spec replaces the
-job (delete, then create): the operators do not reconcile spec edits into
-running pods, and the fixed name forbids creating the new one first.
+Thin wiring of the manifests components/spec/launcher.py builds; each
+registers one custom resource, queued in Kueue. Pulumi does not wait for a
+custom resource to finish, so `pulumi up` returns once the job is accepted
+(and queued). A changed spec replaces the job (delete, then create): the
+operators do not reconcile spec edits into running pods, TrainJob's
+trainer block is immutable, and the fixed name forbids creating the new
+one first.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.spec import launcher, nccl
-from components.spec.config import GpuPoolConfig, JobConfig
+from components.spec.config import GpuPoolConfig, JobConfig, StorageConfig
 
 
 def _job_options(component: pulumi.Resource, provider: k8s.Provider,
@@ -32,12 +34,14 @@ class TrainingJobArgs:
     namespace: str
     claim_name: pulumi.Input[str]  # the FSx ReadWriteMany claim in `namespace`
     provider: k8s.Provider
-    # The Operators component (CRDs and operators ready) and the claim's owner.
+    storage: StorageConfig | None = None  # where datasets and checkpoints are under the mount
+    prices: dict[str, float] | None = None  # for maxCostUsd
+    # The Operators component (CRDs, operators, runtimes ready), the Queue and the claim's owner.
     depends_on: Sequence[pulumi.Resource] = field(default_factory=tuple)
 
 
 class TrainingJob(pulumi.ComponentResource):
-    """One training job as an MPIJob (launcher mpirun) or PyTorchJob (launcher torchrun)."""
+    """One training job as an MPIJob (launcher mpirun) or TrainJob (launcher torchrun), queued."""
 
     job_name: str
     kind: str
@@ -49,12 +53,13 @@ class TrainingJob(pulumi.ComponentResource):
         api_version, self.kind = launcher.KINDS[job.launcher]
         self.job_name = job.name
         manifest = pulumi.Output.from_input(args.claim_name).apply(
-            lambda claim: launcher.job_manifest(job, pool, claim, args.namespace))
+            lambda claim: launcher.job_manifest(job, pool, launcher.JobContext(
+                args.namespace, claim, args.storage, args.prices)))
         self.resource = k8s.apiextensions.CustomResource(
             f"{name}-{self.kind.lower()}",
             api_version=api_version,
             kind=self.kind,
-            metadata={"name": job.name, "namespace": args.namespace, "labels": launcher.labels(job.name, pool)},
+            metadata=manifest["metadata"],
             spec=manifest["spec"],
             opts=_job_options(self, args.provider, args.depends_on),
         )
@@ -66,8 +71,7 @@ class FabricTestArgs:
     pool: GpuPoolConfig  # fabricTest: true (config checks it has EFA and maxNodes >= 2)
     namespace: str
     provider: k8s.Provider
-    depends_on: Sequence[pulumi.Resource] = field(default_factory=tuple)  # the Operators component
-    nodes: int = 2
+    depends_on: Sequence[pulumi.Resource] = field(default_factory=tuple)  # the Operators and the Queue
 
 
 class FabricTest(pulumi.ComponentResource):
@@ -86,7 +90,7 @@ class FabricTest(pulumi.ComponentResource):
     def __init__(self, name: str, args: FabricTestArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpucluster:index:FabricTest", name, None, opts)
         pool = args.pool
-        manifest = launcher.nccl_test_mpijob(pool, args.namespace, nodes=args.nodes)
+        manifest = launcher.nccl_test_mpijob(pool, args.namespace)
         self.job_name = manifest["metadata"]["name"]
         self.kind = manifest["kind"]
         expected = nccl.expected_busbw_gbps(pool.instance_type)

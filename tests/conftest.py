@@ -18,11 +18,17 @@ from components.spec import config  # noqa: E402
 
 
 def stack_raw(stack: str = "dev", overrides: dict[str, Any] | None = None,
-              drop: tuple[str, ...] = ()) -> dict[str, str]:
-    """A stack's raw engine config, with keys replaced (`gpucluster:jobs` -> value) or dropped."""
+              drop: tuple[str, ...] = (), standins: bool = True) -> dict[str, str]:
+    """A stack's raw engine config, with keys replaced (`gpucluster:jobs` -> value) or dropped.
+
+    With `standins`, the keys only a deployer can know are filled as the
+    offline plan fills them (bootstrap.stackfile.PLAN_STANDINS).
+    """
     raw = stackfile.read_stack_config(stack, overrides=overrides)
     for key in drop:
         raw.pop(key, None)
+    if standins:
+        raw, _ = stackfile.with_plan_standins(raw)
     return raw
 
 

@@ -16,9 +16,9 @@ JOB = {"name": "train", "pool": "h100", "nodes": 2, "launcher": "mpirun", "image
        "command": ["python", "train.py"]}
 
 
-def problems(overrides: dict, stack: str = "dev", drop: tuple[str, ...] = ()) -> list[str]:
+def problems(overrides: dict, stack: str = "dev", drop: tuple[str, ...] = (), standins: bool = True) -> list[str]:
     with pytest.raises(ConfigError) as info:
-        config.parse(stack_raw(stack, overrides, drop), "gpucluster", stack)
+        config.parse(stack_raw(stack, overrides, drop, standins=standins), "gpucluster", stack)
     return [str(p) for p in info.value.problems]
 
 
@@ -76,7 +76,7 @@ def test_all_problems_are_reported_at_once():
     })
     assert found == [
         "gpucluster:kubernetesVersion: got '1.20'; allowed: 1.32, 1.33, 1.34, 1.35, 1.36",
-        "gpucluster:network.cidr: got '10.0.0.0/33'; must be an IPv4 CIDR block such as 203.0.113.0/24 "
+        "gpucluster:network.cidr: got '10.0.0.0/33'; must be an IPv4 CIDR block such as 10.0.0.0/16 "
         "('33' is not a valid netmask)",
         "gpucluster:network.natGateways: got 'double'; allowed: single, perAz",
         "gpucluster:gpuPools[0].maxNodes: got -1; must be an integer from 1 to 450",
@@ -96,8 +96,9 @@ BAD_CASES = [
     # (overrides, expected message) — one problem each.
     ({"gpucluster:kubernetesVersion": "1.30"},
      "gpucluster:kubernetesVersion: got '1.30'; allowed: 1.32, 1.33, 1.34, 1.35, 1.36"),
-    ({"gpucluster:kubernetesVersion": 1.3},
-     "gpucluster:kubernetesVersion: got '1.3'; quote the version (\"1.3\") so YAML keeps it a string; "
+    # YAML reads 1.30 as 1.3: the message must give back what was meant.
+    ({"gpucluster:kubernetesVersion": 1.30},
+     "gpucluster:kubernetesVersion: got '1.3'; quote the version (\"1.30\") so YAML keeps it a string; "
      "allowed: 1.32, 1.33, 1.34, 1.35, 1.36"),
     ({"gpucluster:clusterNmae": "x"}, "gpucluster:clusterNmae: unknown key; known keys:"),
     ({"gpucluster:network": {"cidr": "10.0.0.0/16", "natGateway": "single"}},
@@ -110,8 +111,8 @@ BAD_CASES = [
      "gpucluster:network.azCount: got 1; must be an integer from 2 to 6"),
     ({"gpucluster:adminPrincipalArns": ["arn:aws:iam::1234:role/Admin"]},
      "gpucluster:adminPrincipalArns[0]: got 'arn:aws:iam::1234:role/Admin'; must be an IAM role or user ARN"),
-    ({"gpucluster:publicAccessCidrs": ["203.0.113.5/24"]},
-     "gpucluster:publicAccessCidrs[0]: got '203.0.113.5/24'; must be an IPv4 CIDR block"),
+    ({"gpucluster:publicAccessCidrs": ["52.94.76.5/24"]},
+     "gpucluster:publicAccessCidrs[0]: got '52.94.76.5/24'; must be an IPv4 CIDR block"),
     ({"gpucluster:gpuAvailabilityZone": "us-west-2a"},
      "gpucluster:gpuAvailabilityZone: got 'us-west-2a'; must be a zone of aws:region 'us-east-1'"),
     ({"gpucluster:systemNodes": {"instanceType": "p5.48xlarge"}},
@@ -214,7 +215,151 @@ def test_bad_config_is_reported_with_path_value_and_allowed(overrides, expected)
 
 def test_missing_region_is_reported():
     assert problems({}, drop=("aws:region",)) == [
-        "aws:region: got null; must be set to an AWS region such as us-east-1"]
+        "aws:region: got null; must be set to an AWS region that has EKS, such as us-east-1"]
+
+
+def test_a_region_that_does_not_exist_is_a_config_error():
+    (found,) = problems({"aws:region": "us-east-7"})
+    assert found.startswith("aws:region: got 'us-east-7'; not a region with EKS; regions: af-south-1, ")
+    assert "us-east-1" in found and "cn-north-1" in found and "us-gov-west-1" in found
+
+
+# -- what a real account checks (issue 9) -------------------------------------
+
+
+def test_the_shipped_stacks_leave_only_the_deployers_keys_unset():
+    # Raw, as the Pulumi CLI would pass them: the two keys the README says to set, nothing else.
+    for stack in ("dev", "prod"):
+        found = problems({}, stack=stack, standins=False)
+        assert [f.split(":")[1] for f in found] == ["adminPrincipalArns", "publicAccessCidrs"], found
+        assert found[0].startswith("gpucluster:adminPrincipalArns: is required")
+        assert "python -m bootstrap whoami" in found[0]
+
+
+def test_private_only_endpoint_needs_the_deployer_in_the_vpc():
+    admin = {"gpucluster:adminPrincipalArns": ["arn:aws:iam::210987654321:role/Admin"]}
+    found = problems({**admin, "gpucluster:publicAccessCidrs": []}, standins=False)
+    assert found == [
+        "gpucluster:publicAccessCidrs: is empty, so the API endpoint would be private-only and unreachable from "
+        "where pulumi runs: every Kubernetes resource, and `pulumi destroy`, would fail; list the public CIDR you "
+        "deploy from (your address: `curl -s https://checkip.amazonaws.com`, as a /32), or set "
+        "gpucluster:deployerInVpc: true when pulumi runs inside the VPC"]
+    raw = stack_raw("dev", {**admin, "gpucluster:publicAccessCidrs": [], "gpucluster:deployerInVpc": True},
+                    standins=False)
+    cfg = config.parse(raw, "gpucluster", "dev")
+    assert cfg.public_access_cidrs == () and cfg.deployer_in_vpc is True
+
+
+@pytest.mark.parametrize("cidr", ["192.0.2.0/24", "198.51.100.7/32", "203.0.113.0/24", "203.0.0.0/16"])
+def test_documentation_ranges_are_rejected(cidr):
+    (found,) = problems({"gpucluster:publicAccessCidrs": [cidr]})
+    assert found.startswith(f"gpucluster:publicAccessCidrs[0]: got '{cidr}'; is a documentation-only range "
+                            "(RFC 5737) that EKS rejects")
+
+
+@pytest.mark.parametrize("cidr", ["10.0.0.0/8", "192.168.1.0/24", "127.0.0.1/32", "169.254.0.0/16"])
+def test_private_and_reserved_ranges_are_rejected(cidr):
+    (found,) = problems({"gpucluster:publicAccessCidrs": [cidr]})
+    assert "is not a public range" in found
+
+
+@pytest.mark.parametrize("arn", ["arn:aws:iam::123456789012:role/Admin", "arn:aws:iam::111122223333:user/me"])
+def test_documentation_example_accounts_are_rejected(arn):
+    (found,) = problems({"gpucluster:adminPrincipalArns": [arn]})
+    assert found.endswith("an AWS documentation example account; use a role of your own account")
+
+
+def test_principals_of_other_accounts_are_valid():
+    # STANDARD access entries take principals of other accounts (EKS User Guide, "Create access entries").
+    arns = ["arn:aws:iam::210987654321:role/Admin", "arn:aws:iam::345678901234:role/team/ci/Deployer"]
+    assert stack_config("dev", {"gpucluster:adminPrincipalArns": arns}).admin_principal_arns == tuple(arns)
+
+
+def test_an_assumed_role_session_arn_names_whoami():
+    (found,) = problems({"gpucluster:adminPrincipalArns": ["arn:aws:sts::210987654321:assumed-role/Admin/me"]})
+    assert "is a session (assumed-role) ARN" in found and "bootstrap whoami" in found
+
+
+@pytest.mark.parametrize("namespace", ["default", "kube-system", "kubeflow", "kubeflow-system", "kueue-system",
+                                       "mpi-operator", "kube-public"])
+def test_training_namespace_cannot_be_one_the_program_owns(namespace):
+    (found,) = problems({"gpucluster:trainingNamespace": namespace})
+    assert found.startswith(f"gpucluster:trainingNamespace: got '{namespace}'; is a namespace the cluster's system "
+                            "or operators own")
+
+
+def test_keys_without_a_namespace_or_in_an_unknown_one_are_unknown():
+    found = problems({"clusterName": "x", "gpuclster:clusterName": "y"})
+    assert found == [
+        "clusterName: unknown key: stack config keys carry a namespace; did you mean gpucluster:clusterName?",
+        "gpuclster:clusterName: unknown namespace 'gpuclster'; this program reads gpucluster:* and the providers' "
+        "keys (aws, kubernetes, random, pulumi)"]
+
+
+def test_gpu_zone_by_id_or_name():
+    assert stack_config("dev", {"gpucluster:gpuAvailabilityZone": "use1-az6"}).gpu_availability_zone == "use1-az6"
+    (found,) = problems({"gpucluster:gpuAvailabilityZone": "useast1"})
+    assert "an availability zone name such as us-east-1a or a zone ID such as use1-az6" in found
+
+
+def test_versions_are_pinned_per_stack():
+    cfg = stack_config("prod")
+    assert cfg.versions.ami_release_version == "1.35.6-20260714"
+    assert set(cfg.versions.addons) == set(config.ADDONS)
+    found = problems({"gpucluster:versions": {"amiReleaseVersion": "1.34.2-20251120",
+                                              "addons": {"kube-proxy": "v1.34.6-eksbuild.2", "coredns": "latest"}}})
+    assert found[0].startswith("gpucluster:versions.amiReleaseVersion: got '1.34.2-20251120'; must be a release of "
+                               "Kubernetes 1.35 (kubernetesVersion); run `python -m bootstrap upgrade")
+    assert "gpucluster:versions.addons.vpc-cni: is required (the pinned vpc-cni add-on version); run `python -m " \
+           "bootstrap upgrade --stack <stack> --write` to resolve and pin them" in found
+    assert any(f.startswith("gpucluster:versions.addons.kube-proxy: got 'v1.34.6-eksbuild.2'; must be a kube-proxy "
+                            "of Kubernetes 1.35") for f in found)
+    assert any(f.startswith("gpucluster:versions.addons.coredns: got 'latest'; must be an EKS add-on version")
+               for f in found)
+
+
+def test_every_kubernetes_version_has_a_cluster_autoscaler_release(monkeypatch):
+    from components.spec import versions
+
+    assert set(versions.CLUSTER_AUTOSCALER_IMAGE_TAGS) == set(config.EKS_VERSIONS)
+    monkeypatch.delitem(versions.CLUSTER_AUTOSCALER_IMAGE_TAGS, "1.35")
+    (found,) = problems({})
+    assert found == "gpucluster:kubernetesVersion: got '1.35'; has no cluster-autoscaler release pinned; " \
+                    "supported: 1.32, 1.33, 1.34, 1.36"
+
+
+def test_idle_minutes():
+    assert stack_config("dev").gpu_pools[0].idle_minutes == 3
+    assert stack_config("prod").gpu_pools[0].idle_minutes == 5
+    (found,) = problems({"gpucluster:gpuPools": [{**DEV_POOL, "idleMinutes": 61}]})
+    assert found == "gpucluster:gpuPools[0].idleMinutes: got 61; must be an integer from 1 to 60"
+
+
+def test_max_cost_must_buy_some_minutes():
+    (found,) = problems({"gpucluster:jobs": [{**JOB, "pool": "dev", "nodes": 2, "maxCostUsd": 0.5}]})
+    assert found == ("gpucluster:jobs[0].maxCostUsd: got 0.5; buys 483 s of 2 x g6e.xlarge ($3.72/h); "
+                     "at least 10 minutes' worth is needed")
+
+
+def test_launcher_specific_keys_are_not_silently_ignored():
+    found = problems({"gpucluster:jobs": [
+        {**JOB, "pool": "dev", "nodes": 1, "maxRestarts": 5},
+        {**JOB, "name": "t", "pool": "dev", "nodes": 1, "launcher": "torchrun",
+         "runPolicy": {"backoffLimit": 2, "activeDeadlineSeconds": 600}}]})
+    assert found == [
+        "gpucluster:jobs[0].maxRestarts: applies to launcher torchrun (the TrainJob's JobSet restarts); an MPIJob "
+        "retries with runPolicy.backoffLimit",
+        "gpucluster:jobs[1].runPolicy.backoffLimit: applies to launcher mpirun (MPIJob) only; a torchrun TrainJob "
+        "restarts with maxRestarts and its pods end with it"]
+
+
+def test_aws_profile_and_assumed_role_reach_the_config():
+    cfg = stack_config("dev", {"aws:profile": "ml", "aws:assumeRoles": [
+        {"roleArn": "arn:aws:iam::210987654321:role/Outer"}, {"roleArn": "arn:aws:iam::210987654321:role/Deploy"}]})
+    assert (cfg.aws_profile, cfg.aws_role_arn) == ("ml", "arn:aws:iam::210987654321:role/Deploy")
+    (found,) = problems({"aws:assumeRoles": [{"roleArn": "arn:aws:iam::210987654321:role/D", "externalId": "x"}]})
+    assert found.startswith("aws:assumeRoles[0].externalId: the Kubernetes provider authenticates with "
+                            "`aws eks get-token --role-arn`, which cannot pass an external ID")
 
 
 def test_required_pool_and_job_fields():

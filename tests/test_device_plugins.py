@@ -8,7 +8,8 @@ import pytest
 
 from components import device_plugins
 from components.device_plugins import DevicePlugins, DevicePluginsArgs
-from components.spec import nodepool
+from components.spec import ecr, nodepool
+from components.spec import versions as v
 from components.spec.config import GpuPoolConfig
 from tests.conftest import stack_config
 
@@ -60,9 +61,11 @@ def efa_plugin_selects(values: dict, labels: dict[str, str]) -> bool:
 
 
 def test_pinned_versions():
-    assert device_plugins.NVIDIA_CHART_VERSION == "0.20.0"
-    major, minor, patch = map(int, device_plugins.EFA_CHART_VERSION.split("."))
-    assert (major, minor, patch) >= (0, 5, 10)
+    assert v.NVIDIA_CHART_VERSION == "0.20.0"
+    # The eks-charts index spells it with a "v" (gh-pages index.yaml); plugin v0.5.20.
+    assert v.EFA_CHART_VERSION == "v0.5.29" and v.EFA_PLUGIN_IMAGE_TAG == "v0.5.20"
+    major, minor, patch = map(int, v.EFA_PLUGIN_IMAGE_TAG.lstrip("v").split("."))
+    assert (major, minor, patch) >= (0, 5, 10)  # older plugins miscount p6-b200 devices
 
 
 def test_nvidia_values():
@@ -71,11 +74,16 @@ def test_nvidia_values():
             {"matchExpressions": [{"key": "gpucluster.io/pool", "operator": "Exists"}]}]}}},
         "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"},
                         {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        "mofedEnabled": False,
     }
+    # A real boolean: the chart renders MOFED_ENABLED only for `typeIs "bool"`.
+    assert device_plugins.nvidia_values()["mofedEnabled"] is False
 
 
 def test_efa_values():
-    assert device_plugins.efa_values(POOLS) == {
+    assert device_plugins.efa_values(POOLS, "us-east-1") == {
+        "image": {"repository": "602401143452.dkr.ecr.us-east-1.amazonaws.com/eks/aws-efa-k8s-device-plugin",
+                  "tag": "v0.5.20"},
         "nodeSelector": {"vpc.amazonaws.com/efa.present": "true"},
         "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
         "supportedInstanceLabels": {"keys": ["node.kubernetes.io/instance-type"],
@@ -98,7 +106,7 @@ def test_nvidia_plugin_stays_off_system_nodes():
 
 @pytest.mark.parametrize("pool", POOLS, ids=lambda p: p.name)
 def test_efa_plugin_lands_only_on_efa_pools_and_tolerates_their_taints(pool):
-    values = device_plugins.efa_values(POOLS)
+    values = device_plugins.efa_values(POOLS, "us-east-1")
     assert efa_plugin_selects(values, kubelet_labels(pool)) is pool.efa_enabled
     if pool.efa_enabled:
         assert all(tolerates(values["tolerations"], t) for t in nodepool.node_taints(pool))
@@ -106,13 +114,30 @@ def test_efa_plugin_lands_only_on_efa_pools_and_tolerates_their_taints(pool):
 
 def test_tolerations_do_not_tolerate_other_taints():
     other = nodepool.Taint("dedicated", "infra", "NoSchedule")
-    assert not tolerates(device_plugins.efa_values(POOLS)["tolerations"], other)
+    assert not tolerates(device_plugins.efa_values(POOLS, "us-east-1")["tolerations"], other)
+
+
+@pytest.mark.parametrize(("region", "registry"), [
+    ("us-west-2", "602401143452.dkr.ecr.us-west-2.amazonaws.com"),
+    ("eu-central-1", "602401143452.dkr.ecr.eu-central-1.amazonaws.com"),
+    # EKS User Guide, add-ons-images: regions with their own registry account.
+    ("af-south-1", "877085696533.dkr.ecr.af-south-1.amazonaws.com"),
+    ("ap-east-1", "800184023465.dkr.ecr.ap-east-1.amazonaws.com"),
+    ("ap-east-2", "533267051163.dkr.ecr.ap-east-2.amazonaws.com"),
+    ("il-central-1", "066635153087.dkr.ecr.il-central-1.amazonaws.com"),
+    ("cn-north-1", "918309763551.dkr.ecr.cn-north-1.amazonaws.com.cn"),
+])
+def test_efa_plugin_image_comes_from_the_stacks_region(region, registry):
+    assert ecr.addon_registry(region) == registry
+    image = device_plugins.efa_values(POOLS, region)["image"]
+    assert image == {"repository": f"{registry}/eks/aws-efa-k8s-device-plugin", "tag": "v0.5.20"}
 
 
 def plugins_program(pools):
     def program():
         provider = k8s.Provider("k8s", kubeconfig="{}")
-        DevicePlugins("plugins", DevicePluginsArgs(pools=pools, provider=provider), pulumi.ResourceOptions())
+        DevicePlugins("plugins", DevicePluginsArgs(pools=pools, region="us-east-1", provider=provider),
+                      pulumi.ResourceOptions())
     return program
 
 
@@ -129,11 +154,11 @@ def test_releases_under_mocks(run_mocked):
         assert release.inputs["namespace"] == "kube-system"
         assert release.provider.startswith(provider.urn)
     assert nvidia.inputs["chart"] == "nvidia-device-plugin"
-    assert nvidia.inputs["version"] == device_plugins.NVIDIA_CHART_VERSION
+    assert nvidia.inputs["version"] == v.NVIDIA_CHART_VERSION
     assert nvidia.inputs["repositoryOpts"] == {"repo": "https://nvidia.github.io/k8s-device-plugin"}
     assert nvidia.inputs["values"] == device_plugins.nvidia_values()
     assert efa.inputs["chart"] == "aws-efa-k8s-device-plugin"
-    assert efa.inputs["version"] == device_plugins.EFA_CHART_VERSION
+    assert efa.inputs["version"] == v.EFA_CHART_VERSION
     assert efa.inputs["repositoryOpts"] == {"repo": "https://aws.github.io/eks-charts"}
     assert efa.inputs["values"]["supportedInstanceLabels"]["values"] == ["p5.48xlarge"]
 

@@ -16,25 +16,22 @@ PROD_FSX = FsxConfig(deployment_type="PERSISTENT_2", storage_capacity_gib=48000,
 # -- S3 links ------------------------------------------------------------------
 
 
-def test_prefixes_map_to_directories_of_the_same_name():
-    assert fsx.file_system_path("datasets/") == "/datasets"
-    assert fsx.file_system_path("team/a/ckpt/") == "/team/a/ckpt"
+def test_prefixes_are_directories_under_the_mount():
+    assert fsx.directory("datasets/") == "/datasets"
+    assert fsx.directory("team/a/ckpt/") == "/team/a/ckpt"
 
 
-def test_persistent_links_import_both_prefixes_and_sync_every_event():
-    links = fsx.repository_links(StorageConfig(dataset_prefix="data/", checkpoint_prefix="ckpt/run1/"))
-    assert links == (
-        fsx.RepositoryLink("datasets", "data/", "/data", True),
-        fsx.RepositoryLink("checkpoints", "ckpt/run1/", "/ckpt/run1", True),
-    )
+def test_one_link_the_whole_bucket_at_the_root_with_every_event():
+    # One association: a second at once fails (terraform-provider-aws #24678), and "/" must be the only one.
+    link = fsx.BucketLink()
+    assert (link.file_system_path, link.batch_import) == ("/", True)
+    assert fsx.BucketLink.data_repository_path("b") == "s3://b/"
     assert fsx.DRA_EVENTS == ("NEW", "CHANGED", "DELETED")
 
 
-def test_scratch_links_the_bucket_root_both_ways():
-    # Same layout as the DRAs: s3://b/datasets/x is /datasets/x on both deployment types.
-    assert fsx.scratch_paths("b") == ("s3://b/", "s3://b/")
-    assert fsx.s3_url("b", "datasets/") == "s3://b/datasets/"
-    assert fsx.SCRATCH_AUTO_IMPORT_POLICY == "NEW_CHANGED_DELETED"
+def test_time_to_ready_counts_the_one_link():
+    assert fsx.time_to_ready_minutes(StorageConfig()) == 10 + 7
+    assert fsx.time_to_ready_minutes(StorageConfig(s3_link=False)) == 10
 
 
 # -- security group rules ------------------------------------------------------------

@@ -13,14 +13,9 @@ import pytest
 import yaml
 
 from bootstrap import mocks
-from components.gpu_pool import (
-    AUTOSCALED_PROPERTY,
-    GpuNodePool,
-    GpuNodePoolArgs,
-    release_version_parameter,
-    reservation_problems,
-)
-from components.spec import catalog, config, nodepool
+from components.gpu_pool import AUTOSCALED_PROPERTY, GpuNodePool, GpuNodePoolArgs
+from components.lookups import Reservation, reservation_problems
+from components.spec import catalog, config, nodepool, versions
 from components.spec.config import GpuPoolConfig
 from components.spec.validation import ConfigError
 from tests.conftest import stack_config, stack_raw
@@ -53,9 +48,24 @@ def test_labels_of_an_efa_pool():
         "gpucluster.io/pool": "h100",
         "gpucluster.io/instance-type": "p5.48xlarge",
         "gpucluster.io/gpu-model": "H100",
+        "k8s.amazonaws.com/accelerator": "nvidia-h100",
         "gpucluster.io/efa-count": "32",
         "vpc.amazonaws.com/efa.present": "true",
     }
+
+
+def test_accelerator_label_names_the_gpu_for_the_autoscaler():
+    # The AWS provider's GPULabel: a node with it but no nvidia.com/gpu yet is unready, not capacity.
+    assert nodepool.ACCELERATOR_LABEL == "k8s.amazonaws.com/accelerator"
+    assert nodepool.node_labels(pool("p4d.24xlarge"))[nodepool.ACCELERATOR_LABEL] == "nvidia-a100"
+    assert nodepool.node_labels(pool("g6e.xlarge"))[nodepool.ACCELERATOR_LABEL] == "nvidia-l40s"
+
+
+@pytest.mark.parametrize(("minutes", "duration"), [(1, "1m0s"), (3, "3m0s"), (59, "59m0s"), (60, "1h0m0s")])
+def test_idle_minutes_become_a_go_duration(minutes, duration):
+    assert nodepool.go_duration(minutes) == duration
+    tags = nodepool.node_template_tags(pool("p5.48xlarge", idle_minutes=minutes))
+    assert tags[f"{NT}/autoscaling-options/scaledownunneededtime"] == duration
 
 
 def test_labels_of_a_pool_without_efa_have_no_efa_label():
@@ -83,12 +93,14 @@ def test_autoscaler_tags_p5():
         f"{NT}/label/gpucluster.io/pool": "h100",
         f"{NT}/label/gpucluster.io/instance-type": "p5.48xlarge",
         f"{NT}/label/gpucluster.io/gpu-model": "H100",
+        f"{NT}/label/k8s.amazonaws.com/accelerator": "nvidia-h100",
         f"{NT}/label/gpucluster.io/efa-count": "32",
         f"{NT}/label/vpc.amazonaws.com/efa.present": "true",
         f"{NT}/taint/nvidia.com/gpu": "true:NoSchedule",
         f"{NT}/resources/nvidia.com/gpu": "8",
         f"{NT}/resources/vpc.amazonaws.com/efa": "32",
         f"{NT}/resources/hugepages-2Mi": "5120Mi",
+        f"{NT}/autoscaling-options/scaledownunneededtime": "3m0s",
     }
 
 
@@ -141,14 +153,14 @@ def test_user_data_without_raid0_or_efa():
 
 
 def test_release_version_parameter():
-    assert release_version_parameter("1.35") == (
+    assert versions.release_version_parameter("1.35") == (
         "/aws/service/eks/optimized-ami/1.35/amazon-linux-2023/x86_64/nvidia/recommended/release_version")
 
 
 def test_reservation_problems():
     p = pool("p5.48xlarge", name="h100", capacity_type="CAPACITY_BLOCK", capacity_reservation_id=BLOCK_ID)
-    assert reservation_problems(p, GPU_ZONE, GPU_ZONE, "p5.48xlarge") == []
-    assert [str(x) for x in reservation_problems(p, GPU_ZONE, "us-east-1b", "p4d.24xlarge")] == [
+    assert reservation_problems(p, GPU_ZONE, Reservation(GPU_ZONE, "p5.48xlarge", 2)) == []
+    assert [str(x) for x in reservation_problems(p, GPU_ZONE, Reservation("us-east-1b", "p4d.24xlarge", 2))] == [
         f"gpucluster:gpuPools[name=h100].capacityReservationId: {BLOCK_ID} is in us-east-1b, but the GPU zone is "
         f"{GPU_ZONE}; set gpucluster:gpuAvailabilityZone to us-east-1b or use a reservation in {GPU_ZONE}",
         f"gpucluster:gpuPools[name=h100].capacityReservationId: {BLOCK_ID} reserves p4d.24xlarge, "
@@ -207,7 +219,7 @@ def answer_capacity_blocks(monkeypatch) -> None:
         if args.token == "aws:ec2/getCapacityBlockReservation:getCapacityBlockReservation":
             rid = args.args["id"]
             return {"id": rid, "availabilityZone": zones[rid], "instanceType": "p5en.48xlarge",
-                    "reservationType": "capacity-block", "state": "scheduled"}
+                    "instanceCount": 2, "reservationType": "capacity-block", "state": "scheduled"}
         return original(self, args)
 
     monkeypatch.setattr(mocks.GpuClusterMocks, "call", call)
@@ -218,8 +230,8 @@ def pools_program(cfg: config.StackConfig):
         for p in cfg.gpu_pools:
             GpuNodePool(p.name, GpuNodePoolArgs(
                 pool=p, cluster_name=cfg.cluster_name, kubernetes_version=cfg.kubernetes_version,
-                vpc_id="vpc-0gpucluster0000000", subnet_id=GPU_SUBNET, availability_zone=GPU_ZONE,
-                security_group_ids=list(BASE_SGS), node_role_arn="arn:aws:iam::123456789012:role/nodes",
+                ami_release_version=cfg.versions.ami_release_version, vpc_id="vpc-0gpucluster0000000", subnet_id=GPU_SUBNET, availability_zone=GPU_ZONE,
+                security_group_ids=list(BASE_SGS), node_role_arn="arn:aws:iam::000000000000:role/nodes",
                 tags=cfg.tags))
     return program
 
@@ -347,9 +359,15 @@ def test_node_group_contract(pools):
         ng = resource(recording, name, "node-group")
         i = ng.inputs
         assert i["amiType"] == "AL2023_x86_64_NVIDIA"
-        assert i["instanceTypes"] == [p.instance_type]
+        if p.capacity_type == "CAPACITY_BLOCK":
+            # The type is on the launch template only (EKS User Guide, capacity-blocks-mng).
+            assert "instanceTypes" not in i
+            assert resource(recording, name, "launch-template").inputs["instanceType"] == p.instance_type
+        else:
+            assert i["instanceTypes"] == [p.instance_type]
+            assert "instanceType" not in resource(recording, name, "launch-template").inputs
         assert i["version"] == "1.35"
-        assert i["releaseVersion"] == "1.35.5-20261120"  # the mocked SSM parameter
+        assert i["releaseVersion"] == "1.35.6-20260714"  # the stack's pin, never a lookup
         assert i["clusterName"] == "gpucluster-dev"
         assert i["labels"] == nodepool.node_labels(p)
         assert i["taints"] == [{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}]
@@ -436,14 +454,16 @@ def test_component_outputs_and_attributes(pools):
 
 
 def test_capacity_block_in_another_zone_is_a_problem(monkeypatch):
-    from components.gpu_pool import capacity_block_problems
+    from components.lookups import lookup_capacity_blocks
 
     answer_capacity_blocks(monkeypatch)
     far = [{"name": "far", "instanceType": "p5en.48xlarge", "maxNodes": 2, "capacityType": "CAPACITY_BLOCK",
             "capacityReservationId": FAR_BLOCK_ID}]
-    (pool,) = stack_config("dev", {"gpucluster:gpuPools": far, "gpucluster:jobs": []}).gpu_pools
-    found = []
-    mocks.run_program(stack_raw("dev"), "dev", program=lambda: found.extend(capacity_block_problems(pool, GPU_ZONE)))
+    cfg = stack_config("dev", {"gpucluster:gpuPools": far, "gpucluster:jobs": []})
+    blocks = {}
+    mocks.run_program(stack_raw("dev"), "dev", program=lambda: blocks.update(lookup_capacity_blocks(cfg)))
+    assert blocks == {"far": Reservation("us-east-1b", "p5en.48xlarge", 2)}
+    found = reservation_problems(cfg.gpu_pools[0], GPU_ZONE, blocks["far"])
     assert [p.path for p in found] == ["gpucluster:gpuPools[name=far].capacityReservationId"]
     assert f"{FAR_BLOCK_ID} is in us-east-1b, but the GPU zone is {GPU_ZONE}" in found[0].message
 

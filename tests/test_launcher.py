@@ -1,4 +1,5 @@
-"""The MPIJob / PyTorchJob / nccl-tests manifests: upstream CRD schemas, resources, env, commands."""
+"""The MPIJob / TrainJob / ClusterTrainingRuntime / nccl-tests manifests: upstream CRD schemas, resources,
+env, commands, queue labels and run deadlines."""
 
 from __future__ import annotations
 
@@ -7,15 +8,16 @@ import functools
 import jsonschema
 import pytest
 
-from components.spec import launcher
+from components.spec import launcher, queueing, trainer, workers
 from components.spec.nodepool import SYSTEM_NODE_LABEL
 from tests import k8s
 from tests.conftest import stack_config
 
-CRD_FILE = {"MPIJob": "kubeflow.org_mpijobs.yaml", "PyTorchJob": "kubeflow.org_pytorchjobs.yaml"}
+CRD_FILE = {"MPIJob": "kubeflow.org_mpijobs.yaml", "TrainJob": "trainer.kubeflow.org_trainjobs.yaml",
+            "ClusterTrainingRuntime": "trainer.kubeflow.org_clustertrainingruntimes.yaml"}
 NAMESPACE = "training"
 CLAIM = "fsx"
-IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/train:1.0"
+IMAGE = "210987654321.dkr.ecr.us-east-1.amazonaws.com/train:1.0"
 
 # pool name -> (instance type, GPUs, EFA devices; 0: no EFA resource at all)
 POOLS = {
@@ -54,36 +56,67 @@ def synthetic():
             jobs.append({"name": f"{prefix}-{name}", "pool": name, "nodes": 2, "launcher": launcher_name,
                          "image": IMAGE, "command": ["python", "train.py", "--steps=10"]})
     jobs.append({"name": "tuned", "pool": "h100", "nodes": 3, "launcher": "mpirun", "image": IMAGE,
-                 "command": ["python", "train.py"], "gpusPerNode": 4, "maxRestarts": 7,
+                 "command": ["python", "train.py"], "gpusPerNode": 4,
                  "mountPath": "/data",
                  "env": {"NCCL_DEBUG": "WARN", "NCCL_BUFFSIZE": "", "HOROVOD_FUSION_THRESHOLD": "67108864"},
                  "runPolicy": {"cleanPodPolicy": "All", "ttlSecondsAfterFinished": 60,
                                "activeDeadlineSeconds": 7200, "backoffLimit": 0}})
     jobs.append({"name": "tuned-torch", "pool": "h100", "nodes": 4, "launcher": "torchrun", "image": IMAGE,
-                 "command": ["torchrun", "train.py"], "maxRestarts": 7, "env": {"NCCL_DEBUG": "WARN"}})
+                 "command": ["torchrun", "train.py"], "maxRestarts": 7, "gpusPerNode": 4, "mountPath": "/data",
+                 "env": {"NCCL_DEBUG": "WARN", "FI_EFA_FORK_SAFE": ""}, "maxCostUsd": 1000,
+                 "runPolicy": {"activeDeadlineSeconds": 36000}})
     return stack_config("dev", {"gpucluster:gpuPools": pools, "gpucluster:jobs": jobs})
 
 
 CFG = synthetic()
 JOBS = {job.name: job for job in CFG.jobs}
+STORAGE = CFG.storage
+
+
+def ctx(claim: str | None = CLAIM) -> launcher.JobContext:
+    return launcher.JobContext(NAMESPACE, claim, STORAGE, CFG.prices)
 
 
 def manifest(job_name: str) -> dict:
     job = JOBS[job_name]
-    return launcher.job_manifest(job, CFG.pool(job.pool), CLAIM, NAMESPACE)
+    return launcher.job_manifest(job, CFG.pool(job.pool), ctx())
 
 
-def replica_specs(m: dict) -> dict:
-    return m["spec"]["mpiReplicaSpecs" if m["kind"] == "MPIJob" else "pytorchReplicaSpecs"]
+def runtime_of(m: dict) -> dict:
+    """The ClusterTrainingRuntime a TrainJob names, as components.operators registers it."""
+    job = JOBS[m["metadata"]["name"]]
+    rt = trainer.runtime(CFG.pool(job.pool), job.max_restarts, CLAIM)
+    assert rt["metadata"]["name"] == m["spec"]["runtimeRef"]["name"]
+    return rt
+
+
+def pod_templates(m: dict) -> dict[str, dict]:
+    """role -> pod template of an MPIJob, or of the runtime a TrainJob runs."""
+    if m["kind"] == "MPIJob":
+        return {role: spec["template"] for role, spec in m["spec"]["mpiReplicaSpecs"].items()}
+    if m["kind"] == "TrainJob":
+        m = runtime_of(m)
+    (node,) = m["spec"]["template"]["spec"]["replicatedJobs"]
+    return {"Node": node["template"]["spec"]["template"]}
 
 
 def worker_pod(m: dict) -> dict:
-    return replica_specs(m)["Worker"]["template"]["spec"]
+    templates = pod_templates(m)
+    return (templates.get("Worker") or templates["Node"])["spec"]
 
 
 def worker_container(m: dict) -> dict:
     (container,) = worker_pod(m)["containers"]
     return container
+
+
+def worker_resources(m: dict) -> dict:
+    """What a worker requests, a TrainJob's resourcesPerNode merged over its runtime's (Trainer #3602)."""
+    res = {side: dict(v) for side, v in worker_container(m)["resources"].items()}
+    if m["kind"] == "TrainJob":
+        for side, v in m["spec"]["trainer"].get("resourcesPerNode", {}).items():
+            res[side].update(v)
+    return res
 
 
 def launcher_command(m: dict) -> list[str]:
@@ -92,28 +125,50 @@ def launcher_command(m: dict) -> list[str]:
 
 
 def env_of(m: dict) -> dict[str, str]:
-    if m["kind"] == "PyTorchJob":
-        return {e["name"]: e["value"] for e in worker_container(m)["env"]}
+    """The environment the training processes get (a TrainJob's trainer.env upserted over the runtime's)."""
+    if m["kind"] == "TrainJob":
+        env = {e["name"]: e["value"] for e in worker_container(m)["env"]}
+        env.update({e["name"]: e["value"] for e in m["spec"]["trainer"].get("env", [])})
+        return {k: v for k, v in env.items() if v != ""}
     cmd = launcher_command(m)
     pairs = [cmd[i + 1] for i, arg in enumerate(cmd) if arg == "-x" and "=" in cmd[i + 1]]
     return dict(pair.split("=", 1) for pair in pairs)
 
 
 def all_manifests() -> list[dict]:
-    jobs = [launcher.job_manifest(j, c.pool(j.pool), CLAIM, NAMESPACE)
-            for c in (stack_config("dev"), stack_config("prod"), CFG) for j in c.jobs]
-    tests = [launcher.nccl_test_mpijob(pool, NAMESPACE) for pool in CFG.gpu_pools]
-    return jobs + tests
+    manifests = []
+    for c in (stack_config("dev"), stack_config("prod"), CFG):
+        for j in c.jobs:
+            m = launcher.job_manifest(j, c.pool(j.pool), launcher.JobContext(NAMESPACE, CLAIM, c.storage, c.prices))
+            manifests.append(m)
+            if j.launcher == "torchrun":
+                manifests.append(trainer.runtime(c.pool(j.pool), j.max_restarts, CLAIM))
+    return manifests + [launcher.nccl_test_mpijob(pool, NAMESPACE) for pool in CFG.gpu_pools]
 
 
 @pytest.mark.parametrize("m", all_manifests(), ids=lambda m: f"{m['kind']}-{m['metadata']['name']}")
 def test_valid_against_upstream_crd_and_core_pod_schema(m):
     k8s.validate_custom(m, CRD_FILE[m["kind"]])
     # The CRDs do not reject unknown pod fields; the core Pod schema does.
-    for role, spec in replica_specs(m).items():
-        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"x-{role.lower()}"},
-               "spec": spec["template"]["spec"]}
+    if m["kind"] == "TrainJob":
+        return  # its pods are the runtime's, validated with it
+    for role, template in pod_templates(m).items():
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"x-{role.lower()}", **template["metadata"]},
+               "spec": template["spec"]}
         k8s.validate_core(pod, "1.35")
+
+
+def test_the_trainjob_schema_rejects_fields_removed_in_trainer_2_2():
+    # A guard on the guard: the v2.3.0 schema knows no podTemplateOverrides (replaced by runtimePatches).
+    import jsonschema
+
+    bad = manifest("torch-h100")
+    bad["spec"]["podTemplateOverrides"] = []
+    schema = k8s.crd_schema(CRD_FILE["TrainJob"], "v1alpha1")
+    assert "podTemplateOverrides" not in schema["properties"]["spec"]["properties"]
+    assert "runtimePatches" in schema["properties"]["spec"]["properties"]
+    assert schema["properties"]["spec"]["properties"]["trainer"]["properties"]["numProcPerNode"]["type"] == "integer"
+    jsonschema.validate(manifest("torch-h100"), schema)
 
 
 @pytest.mark.parametrize("pool_name", POOLS)
@@ -121,7 +176,7 @@ def test_valid_against_upstream_crd_and_core_pod_schema(m):
 def test_workers_take_the_types_gpus_and_efa_devices(pool_name, prefix):
     itype, gpus, efa = POOLS[pool_name]
     m = manifest(f"{prefix}-{pool_name}")
-    res = worker_container(m)["resources"]
+    res = worker_resources(m)
     for side in ("requests", "limits"):
         assert res[side]["nvidia.com/gpu"] == str(gpus)
         if efa:
@@ -138,8 +193,11 @@ def test_workers_take_the_types_gpus_and_efa_devices(pool_name, prefix):
 
 def test_partial_node_gpus():
     m = manifest("tuned")
-    assert worker_container(m)["resources"]["requests"]["nvidia.com/gpu"] == "4"
+    assert worker_resources(m)["requests"]["nvidia.com/gpu"] == "4"
     assert m["spec"]["slotsPerWorker"] == 4
+    torch = manifest("tuned-torch")
+    assert worker_resources(torch)["limits"]["nvidia.com/gpu"] == "4"
+    assert torch["spec"]["trainer"]["numProcPerNode"] == 4
 
 
 def test_env_presets_per_type():
@@ -149,8 +207,20 @@ def test_env_presets_per_type():
         env = env_of(manifest(name))
         assert "FI_EFA_USE_DEVICE_RDMA" not in env
         assert env["FI_PROVIDER"] == "efa"
+        # aws-ofi-nccl picks its tuner and sizes; the old hand-set values are gone (ADT #1077).
+        assert not {"NCCL_TUNER_PLUGIN", "NCCL_BUFFSIZE", "NCCL_P2P_NET_CHUNKSIZE"} & set(env)
     single = env_of(manifest("torch-l40s"))
     assert not any(k.startswith("FI_") for k in single)
+    torch = env_of(manifest("torch-h100"))
+    assert torch["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1"
+    assert torch["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
+    assert "TORCH_NCCL_ASYNC_ERROR_HANDLING" not in env_of(manifest("mpi-h100"))
+
+
+def test_jobs_learn_where_datasets_and_checkpoints_are():
+    env = env_of(manifest("mpi-h100"))
+    assert (env["GPUCLUSTER_DATASET_DIR"], env["GPUCLUSTER_CHECKPOINT_DIR"]) == ("/fsx/datasets", "/fsx/checkpoints")
+    assert env_of(manifest("tuned"))["GPUCLUSTER_CHECKPOINT_DIR"] == "/data/checkpoints"
 
 
 def test_job_env_overrides_win_and_empty_removes():
@@ -159,23 +229,26 @@ def test_job_env_overrides_win_and_empty_removes():
     assert "NCCL_BUFFSIZE" not in env
     assert env["HOROVOD_FUSION_THRESHOLD"] == "67108864"
     assert env["FI_PROVIDER"] == "efa"
-    assert env_of(manifest("tuned-torch"))["NCCL_DEBUG"] == "WARN"
+    torch = manifest("tuned-torch")
+    assert env_of(torch)["NCCL_DEBUG"] == "WARN"
+    # Trainer upserts over the runtime's variables: a removed one is set empty there.
+    trainer_env = {e["name"]: e["value"] for e in torch["spec"]["trainer"]["env"]}
+    assert trainer_env["FI_EFA_FORK_SAFE"] == "" and "FI_EFA_FORK_SAFE" not in env_of(torch)
+    assert "FI_PROVIDER" not in trainer_env  # the runtime's, unchanged, not repeated
 
 
 def test_mpirun_command_line_exact():
     m = manifest("mpi-h100")
     assert launcher_command(m) == [
-        "mpirun", "--allow-run-as-root", "-np", "16", "-N", "8", "--bind-to", "none",
-        "-x", "PATH", "-x", "LD_LIBRARY_PATH",
+        "/opt/amazon/openmpi/bin/mpirun", "--allow-run-as-root", "--tag-output", "-np", "16", "-N", "8",
+        "--bind-to", "none", "-x", "PATH", "-x", "LD_LIBRARY_PATH",
         "-x", "FI_PROVIDER=efa", "-x", "FI_EFA_FORK_SAFE=1", "-x", "NCCL_DEBUG=INFO",
-        "-x", "NCCL_BUFFSIZE=8388608", "-x", "NCCL_P2P_NET_CHUNKSIZE=524288",
-        "-x", "NCCL_TUNER_PLUGIN=/opt/aws-ofi-nccl/install/lib/libnccl-ofi-tuner.so",
         "-x", "NCCL_SOCKET_IFNAME=^lo,docker",
-        "--mca", "pml", "^ucx", "--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_exclude", "lo,docker0",
+        "-x", "GPUCLUSTER_DATASET_DIR=/fsx/datasets", "-x", "GPUCLUSTER_CHECKPOINT_DIR=/fsx/checkpoints",
         "python", "train.py", "--steps=10",
     ]
     tuned = launcher_command(manifest("tuned"))
-    assert tuned[2:6] == ["-np", "12", "-N", "4"]
+    assert tuned[3:7] == ["-np", "12", "-N", "4"]
 
 
 def test_mpijob_shape():
@@ -195,38 +268,85 @@ def test_mpijob_shape():
     assert "command" not in worker_container(m)  # the operator starts sshd
 
 
-def test_pytorchjob_elastic_worker_only():
+def test_trainjob_against_our_runtime():
     m = manifest("torch-h100")
     spec = m["spec"]
-    assert (m["apiVersion"], m["kind"]) == ("kubeflow.org/v1", "PyTorchJob")
-    assert list(spec["pytorchReplicaSpecs"]) == ["Worker"]
-    assert spec["pytorchReplicaSpecs"]["Worker"]["replicas"] == 2
-    assert spec["nprocPerNode"] == "8"
-    assert spec["elasticPolicy"] == {"rdzvBackend": "c10d", "minReplicas": 2, "maxReplicas": 2, "maxRestarts": 3}
-    container = worker_container(m)
-    assert container["name"] == "pytorch"
-    assert container["command"] == ["torchrun", "--no-python", "python", "train.py", "--steps=10"]
+    assert (m["apiVersion"], m["kind"]) == ("trainer.kubeflow.org/v1alpha1", "TrainJob")
+    assert spec["runtimeRef"] == {"apiGroup": "trainer.kubeflow.org", "kind": "ClusterTrainingRuntime",
+                                  "name": "gpucluster-torch-h100-r3"}
+    assert spec["suspend"] is True
+    assert spec["trainer"] == {
+        "numNodes": 2, "numProcPerNode": 8, "image": IMAGE,
+        "command": ["torchrun", "--no-python", "python", "train.py", "--steps=10"],
+        "env": [{"name": "GPUCLUSTER_DATASET_DIR", "value": "/fsx/datasets"},
+                {"name": "GPUCLUSTER_CHECKPOINT_DIR", "value": "/fsx/checkpoints"}],
+    }
+    assert "runtimePatches" not in spec and "activeDeadlineSeconds" not in spec
     tuned = manifest("tuned-torch")
-    assert worker_container(tuned)["command"] == ["torchrun", "train.py"]
-    assert tuned["spec"]["elasticPolicy"]["maxRestarts"] == 7
-    assert manifest("torch-l40s")["spec"]["nprocPerNode"] == "1"
+    assert tuned["spec"]["trainer"]["command"] == ["torchrun", "train.py"]
+    assert tuned["spec"]["runtimeRef"]["name"] == "gpucluster-torch-h100-r7"
+    assert manifest("torch-l40s")["spec"]["trainer"]["numProcPerNode"] == 1
 
 
-def test_run_policy():
+def test_runtime_is_the_trainer_node_with_a_whole_gang_restart():
+    rt = runtime_of(manifest("tuned-torch"))
+    assert rt["metadata"]["labels"]["trainer.kubeflow.org/framework"] == "torch"
+    assert rt["spec"]["mlPolicy"] == {"numNodes": 1, "torch": {}}  # no numProcPerNode since Trainer 2.2
+    jobset = rt["spec"]["template"]["spec"]
+    assert jobset["failurePolicy"] == {"maxRestarts": 7}
+    (node,) = jobset["replicatedJobs"]
+    assert node["name"] == "node"
+    assert node["template"]["metadata"]["labels"] == {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}
+    assert node["template"]["spec"]["backoffLimit"] == 0
+    pod = node["template"]["spec"]["template"]
+    assert pod["metadata"]["annotations"] == {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
+    assert pod["spec"]["restartPolicy"] == "Never"
+    (container,) = pod["spec"]["containers"]
+    assert container["name"] == "node"
+
+
+def test_a_job_with_its_own_mount_path_patches_the_runtime():
+    m = manifest("tuned-torch")
+    (patch,) = m["spec"]["runtimePatches"]
+    assert patch["manager"] == "gpucluster.io/pulumi"  # not Kueue's kueue.x-k8s.io/manager
+    (rjob,) = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
+    assert rjob["name"] == "node"
+    (container,) = rjob["template"]["spec"]["template"]["spec"]["containers"]
+    assert container == {"name": "node", "volumeMounts": [{"name": "fsx", "mountPath": "/data"}]}
+
+
+def test_run_policy_and_deadlines():
     assert manifest("mpi-h100")["spec"]["runPolicy"] == {
-        "cleanPodPolicy": "Running", "backoffLimit": 3}
+        "cleanPodPolicy": "Running", "backoffLimit": 3, "suspend": True}
     assert manifest("tuned")["spec"]["runPolicy"] == {
-        "cleanPodPolicy": "All", "ttlSecondsAfterFinished": 60, "backoffLimit": 0, "activeDeadlineSeconds": 7200}
-    assert manifest("torch-h100")["spec"]["runPolicy"]["cleanPodPolicy"] == "Running"
+        "cleanPodPolicy": "All", "ttlSecondsAfterFinished": 60, "backoffLimit": 0, "activeDeadlineSeconds": 7200,
+        "suspend": True}
+    # maxCostUsd 1000 on 4 x p5.48xlarge at $55.04/h buys 16,351 s, shorter than activeDeadlineSeconds 36000:
+    # the TrainJob's deadline and Kueue's admitted-time bound.
+    tuned = manifest("tuned-torch")
+    assert tuned["spec"]["activeDeadlineSeconds"] == 16351
+    assert tuned["metadata"]["labels"]["kueue.x-k8s.io/max-exec-time-seconds"] == "16351"
+    assert "kueue.x-k8s.io/max-exec-time-seconds" not in manifest("mpi-h100")["metadata"]["labels"]
 
 
-@pytest.mark.parametrize("name", ["mpi-h100", "torch-b300", "torch-l40s", "tuned"])
-def test_worker_pod_placement_security_and_volumes(name):
+@pytest.mark.parametrize("name", sorted(JOBS))
+def test_every_job_is_queued_with_its_priority(name):
+    labels = manifest(name)["metadata"]["labels"]
+    assert labels["kueue.x-k8s.io/queue-name"] == queueing.LOCAL_QUEUE == "gpu"
+    assert labels["kueue.x-k8s.io/priority-class"] == "gpucluster-training"
+    assert labels["gpucluster.io/job"] == name
+
+
+@pytest.mark.parametrize("name", ["mpi-h100", "torch-b300", "torch-l40s", "tuned", "tuned-torch"])
+def test_worker_pod_placement_security_volumes_and_scale_down_protection(name):
     m = manifest(name)
     job = JOBS[name]
     pod = worker_pod(m)
     assert pod["nodeSelector"] == {"gpucluster.io/pool": job.pool}
     assert pod["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    templates = pod_templates(m)
+    template = templates.get("Worker") or templates["Node"]
+    assert template["metadata"]["annotations"] == {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
     container = worker_container(m)
     assert container["securityContext"] == {"capabilities": {"add": ["IPC_LOCK"]}}
     volumes = {v["name"]: v for v in pod["volumes"]}
@@ -234,32 +354,42 @@ def test_worker_pod_placement_security_and_volumes(name):
     shm = volumes[mounts["/dev/shm"]]["emptyDir"]
     assert shm["medium"] == "Memory"
     assert shm["sizeLimit"] == f"{int(CFG.pool(job.pool).instance.memory_gib * 0.25)}Gi"
-    assert volumes[mounts[job.mount_path]]["persistentVolumeClaim"] == {"claimName": CLAIM}
+    claim_mount = mounts.get(job.mount_path) or mounts["/fsx"]
+    assert volumes[claim_mount]["persistentVolumeClaim"] == {"claimName": CLAIM}
 
 
-def test_nccl_tests_mpijob_uses_every_gpu_and_efa_device():
+def test_launcher_pods_are_not_protected_from_scale_down():
+    # They run on the fixed-size system nodes; only GPU workers hold nodes that scale.
+    launcher_template = pod_templates(manifest("mpi-h100"))["Launcher"]
+    assert "annotations" not in launcher_template["metadata"]
+
+
+def test_nccl_tests_mpijob_uses_every_gpu_and_efa_device_and_goes_first():
     pool = CFG.pool("h100")
     m = launcher.nccl_test_mpijob(pool, NAMESPACE)
     assert m["metadata"] == {"name": "nccl-tests-h100", "namespace": NAMESPACE,
-                             "labels": launcher.labels("nccl-tests-h100", pool)}
+                             "labels": {**workers.labels("nccl-tests-h100", pool),
+                                        "kueue.x-k8s.io/queue-name": "gpu",
+                                        "kueue.x-k8s.io/priority-class": "gpucluster-fabric-test",
+                                        "kueue.x-k8s.io/max-exec-time-seconds": "1800"}}
     assert m["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] == 2
     cmd = launcher_command(m)
-    assert cmd[2:6] == ["-np", "16", "-N", "8"]
-    assert cmd[-13:] == ["/opt/nccl-tests/build/all_reduce_perf", "-b", "8", "-e", "16G", "-f", "2", "-g", "1",
+    assert cmd[3:7] == ["-np", "16", "-N", "8"]
+    assert cmd[-13:] == ["/usr/local/bin/all_reduce_perf", "-b", "8", "-e", "16G", "-f", "2", "-g", "1",
                          "-c", "1", "-n", "100"]
     res = worker_container(m)["resources"]["limits"]
     assert (res["nvidia.com/gpu"], res["vpc.amazonaws.com/efa"]) == ("8", "32")
-    assert worker_container(m)["image"] == launcher.NCCL_TESTS_IMAGE
+    assert worker_container(m)["image"] == launcher.FABRIC_TEST_IMAGE
+    assert launcher.FABRIC_TEST_IMAGE == "public.ecr.aws/deep-learning-containers/pytorch:2.13.0-cu133-amzn2023"
     assert "persistentVolumeClaim" not in str(worker_pod(m)["volumes"])
     p4d = launcher_command(launcher.nccl_test_mpijob(CFG.pool("a100"), NAMESPACE, nodes=4))
-    assert p4d[2:6] == ["-np", "32", "-N", "8"]
+    assert p4d[3:7] == ["-np", "32", "-N", "8"]
     assert "FI_EFA_USE_DEVICE_RDMA=1" in p4d
 
 
 def test_mpirun_has_one_mapping_directive():
     # Open MPI refuses -N together with -map-by ("Conflicting directives for mapping policy").
-    from components.spec import launcher as lib
-
-    command = lib.mpirun_command(2, 8, {"NCCL_DEBUG": "INFO"}, ["python", "train.py"])
+    command = launcher.mpirun_command(2, 8, {"NCCL_DEBUG": "INFO"}, ["python", "train.py"])
     mapping = [a for a in command if a in ("-N", "-npernode", "-map-by", "--map-by", "-ppr", "--ppr")]
     assert mapping == ["-N"]
+    assert command[0] == "/opt/amazon/openmpi/bin/mpirun"  # orted is not on PATH over ssh (mpi-operator #488)

@@ -9,7 +9,7 @@ import pytest
 from components import cluster as cluster_mod
 from components.network import subnet_layout
 from components.spec.validation import ConfigError
-from components.spec.zones import choose_zones
+from components.spec.zones import EKS_UNSUPPORTED_ZONE_IDS, Zone, choose_zones
 
 
 @pytest.fixture(scope="module")
@@ -30,35 +30,68 @@ def prod():
 
 # -- zones -------------------------------------------------------------------
 
-ZONES = ["us-east-1a", "us-east-1b", "us-east-1c", "us-east-1d"]
+# us-east-1 as moto's account sees it: us-east-1e is use1-az3, which EKS refuses.
+ZONES = [Zone("us-east-1a", "use1-az6"), Zone("us-east-1b", "use1-az1"), Zone("us-east-1c", "use1-az2"),
+         Zone("us-east-1d", "use1-az4"), Zone("us-east-1e", "use1-az3")]
+NAMES = [z.name for z in ZONES]
 
 
 def test_first_zone_offering_every_pool_type_is_the_gpu_zone():
-    plan = choose_zones(ZONES, {"p5.48xlarge": {"us-east-1c", "us-east-1d"}, "g6e.xlarge": set(ZONES)}, None, 2)
+    plan = choose_zones(ZONES, {"p5.48xlarge": {"us-east-1c", "us-east-1d"}, "g6e.xlarge": set(NAMES)}, None, 2)
     assert plan.gpu_zone == "us-east-1c"
-    assert plan.zones == ("us-east-1c", "us-east-1a")
+    assert plan.zones == plan.cluster_zones == ("us-east-1c", "us-east-1a")
+    assert plan.zone_ids == {"us-east-1c": "use1-az2", "us-east-1a": "use1-az6"}
+
+
+def test_eks_refused_zone_ids_never_carry_the_cluster():
+    assert {"use1-az3", "usw1-az2", "cac1-az3"} == EKS_UNSUPPORTED_ZONE_IDS
+    # Offered only in use1-az3: GPUs live there, the cluster's subnets elsewhere.
+    plan = choose_zones(ZONES, {"p5.48xlarge": {"us-east-1e"}}, None, 2)
+    assert plan.gpu_zone == "us-east-1e"
+    assert plan.cluster_zones == ("us-east-1a", "us-east-1b")
+    assert plan.zones == ("us-east-1e", "us-east-1a", "us-east-1b")
+    assert plan.describe()[0] == {"name": "us-east-1e", "zoneId": "use1-az3", "gpu": True, "cluster": False}
+
+
+def test_a_zone_eks_accepts_is_preferred_for_the_gpus():
+    plan = choose_zones([ZONES[4], *ZONES[:4]], {"p5.48xlarge": {"us-east-1e", "us-east-1d"}}, None, 2)
+    assert plan.gpu_zone == "us-east-1d" and "us-east-1e" not in plan.zones
+
+
+def test_requested_zone_by_id():
+    plan = choose_zones(ZONES, {"p5.48xlarge": set(NAMES)}, "use1-az4", 3)
+    assert plan.gpu_zone == "us-east-1d"
+    assert plan.cluster_zones == ("us-east-1d", "us-east-1a", "us-east-1b")
 
 
 def test_requested_zone_must_offer_the_types():
     with pytest.raises(ConfigError) as info:
         choose_zones(ZONES, {"p5.48xlarge": {"us-east-1c"}}, "us-east-1a", 2)
     assert str(info.value.problems[0]) == (
-        "gpucluster:gpuAvailabilityZone: got 'us-east-1a', which does not offer p5.48xlarge; "
-        "zones offering it: us-east-1c")
+        "gpucluster:gpuAvailabilityZone: got 'us-east-1a' (use1-az6), which does not offer "
+        "p5.48xlarge; zones offering it: us-east-1c (use1-az2)")
 
 
 def test_no_common_zone_and_too_many_zones_are_reported_together():
     with pytest.raises(ConfigError) as info:
         choose_zones(ZONES[:2], {"p5.48xlarge": {"us-east-1a"}, "p4d.24xlarge": {"us-east-1b"}}, None, 3)
     assert [str(p) for p in info.value.problems] == [
-        "gpucluster:network.azCount: got 3; the region has 2 zones: us-east-1a, us-east-1b",
+        "gpucluster:network.azCount: got 3; the region has 2 zones EKS accepts: us-east-1a (use1-az6), "
+        "us-east-1b (use1-az1)",
         "gpucluster:gpuAvailabilityZone: no zone of the region offers every GPU pool's type "
-        "(p4d.24xlarge: us-east-1b; p5.48xlarge: us-east-1a); split the pools across stacks or change a type",
+        "(p4d.24xlarge: us-east-1b (use1-az1); p5.48xlarge: us-east-1a (use1-az6)); split the pools across "
+        "stacks or change a type",
     ]
 
 
+def test_az_count_counts_only_zones_eks_accepts():
+    with pytest.raises(ConfigError, match="got 5; the region has 4 zones EKS accepts: .*; EKS refuses "
+                                          r"us-east-1e \(use1-az3\)"):
+        choose_zones(ZONES, {}, None, 5)
+
+
 def test_unknown_requested_zone():
-    with pytest.raises(ConfigError, match="got 'us-east-1z'; available zones: us-east-1a"):
+    with pytest.raises(ConfigError, match=r"got 'us-east-1z'; available zones: us-east-1a \(use1-az6\)"):
         choose_zones(ZONES, {}, "us-east-1z", 2)
 
 
@@ -69,6 +102,31 @@ def test_program_picks_the_zone_offering_the_pool_type(run_stack):
     assert rec.stack_outputs["gpuAvailabilityZone"] == "us-east-1c"
     zones = sorted(r.inputs["availabilityZone"] for r in rec.of_type("aws:ec2/subnet:Subnet"))
     assert zones == ["us-east-1a", "us-east-1a", "us-east-1c", "us-east-1c"]
+
+
+def test_mocked_zones_are_awss_names_and_ids_for_the_region():
+    from bootstrap.mocks import GpuClusterMocks, PlanDataError
+
+    mocks = GpuClusterMocks("us-east-1")
+    assert list(zip(mocks.zones, mocks.zone_ids))[:5] == [(z.name, z.zone_id) for z in ZONES]
+    assert GpuClusterMocks("us-west-1").zone_ids == ["usw1-az3", "usw1-az1"]
+    with pytest.raises(PlanDataError, match="no zone data for xx-north-9"):
+        GpuClusterMocks("xx-north-9")
+
+
+def test_gpus_in_a_zone_eks_refuses_keep_the_cluster_out_of_it(run_stack):
+    rec = run_stack("prod", {"gpucluster:gpuAvailabilityZone": "use1-az3"})
+    assert rec.stack_outputs["gpuAvailabilityZone"] == "us-east-1e"
+    subnets = {s.inputs["availabilityZone"]: s for s in rec.of_type("aws:ec2/subnet:Subnet") if "private" in s.name}
+    assert sorted(subnets) == ["us-east-1a", "us-east-1b", "us-east-1c", "us-east-1e"]
+    (eks,) = rec.of_type("aws:eks/cluster:Cluster")
+    assert sorted(eks.inputs["vpcConfig"]["subnetIds"]) == sorted(
+        subnets[z].id for z in ("us-east-1a", "us-east-1b", "us-east-1c"))
+    (system,) = [r for r in rec.of_type("aws:eks/nodeGroup:NodeGroup") if r.name.endswith("system-nodes")]
+    assert subnets["us-east-1e"].id not in system.inputs["subnetIds"]
+    (gpu,) = [r for r in rec.of_type("aws:eks/nodeGroup:NodeGroup") if r.name.endswith("h100-node-group")]
+    assert gpu.inputs["subnetIds"] == [subnets["us-east-1e"].id]
+    assert [z["zoneId"] for z in rec.stack_outputs["zones"]] == ["use1-az3", "use1-az6", "use1-az1", "use1-az2"]
 
 
 # -- network -----------------------------------------------------------------
@@ -133,47 +191,86 @@ def test_eks_control_plane_contract(dev):
     assert key.inputs["enableKeyRotation"] is True
     vpc = i["vpcConfig"]
     assert vpc["endpointPrivateAccess"] is True and vpc["endpointPublicAccess"] is True
-    assert vpc["publicAccessCidrs"] == ["203.0.113.0/24"]
+    assert vpc["publicAccessCidrs"] == ["1.1.1.1/32"]  # the plan's stand-in
     private = [s.id for s in dev.of_type("aws:ec2/subnet:Subnet") if "private" in s.name]
     assert sorted(vpc["subnetIds"]) == sorted(private)
     assert i["upgradePolicy"] == {"supportType": "STANDARD"}
     (log_group,) = dev.of_type("aws:cloudwatch/logGroup:LogGroup")
     assert log_group.inputs["name"] == "/aws/eks/gpucluster-dev/cluster"
     assert dev.depends_on(eks, log_group)
+    # EKS re-creates it after a delete (terraform-aws-eks #2486): kept on destroy, adopted on the next up.
+    assert log_group.retain_on_delete is True and log_group.import_id == ""
 
 
-def test_private_only_endpoint_without_public_cidrs(run_stack):
-    rec = run_stack("dev", {"gpucluster:publicAccessCidrs": []})
+def test_an_existing_log_group_is_adopted_not_created(monkeypatch):
+    from bootstrap import mocks
+    from tests.conftest import stack_raw
+
+    original = mocks.GpuClusterMocks.__init__
+
+    def with_leftover_group(self, region="us-east-1"):
+        original(self, region)
+        self.existing_log_groups = ["/aws/eks/gpucluster-dev/cluster", "/aws/eks/gpucluster-dev/cluster-other"]
+
+    monkeypatch.setattr(mocks.GpuClusterMocks, "__init__", with_leftover_group)
+    rec = mocks.run_program(stack_raw("dev"), "dev")
+    (log_group,) = rec.of_type("aws:cloudwatch/logGroup:LogGroup")
+    assert log_group.import_id == "/aws/eks/gpucluster-dev/cluster"
+    assert log_group.inputs["retentionInDays"] == 90
+
+
+def test_private_only_endpoint_when_deploying_from_the_vpc(run_stack):
+    rec = run_stack("dev", {"gpucluster:publicAccessCidrs": [], "gpucluster:deployerInVpc": True})
     vpc = rec.of_type("aws:eks/cluster:Cluster")[0].inputs["vpcConfig"]
     assert vpc["endpointPublicAccess"] is False and "publicAccessCidrs" not in vpc
 
 
 def test_extended_support_versions_are_marked(run_stack):
-    rec = run_stack("dev", {"gpucluster:kubernetesVersion": "1.33"})
+    versions = {"amiReleaseVersion": "1.33.10-20260714", "addons": {
+        "vpc-cni": "v1.22.4-eksbuild.3", "kube-proxy": "v1.33.10-eksbuild.2", "eks-pod-identity-agent": "v1.3.10-eksbuild.3",
+        "coredns": "v1.12.4-eksbuild.1", "eks-node-monitoring-agent": "v1.6.4-eksbuild.1",
+        "aws-fsx-csi-driver": "v1.9.0-eksbuild.1"}}
+    rec = run_stack("dev", {"gpucluster:kubernetesVersion": "1.33", "gpucluster:versions": versions})
     assert rec.of_type("aws:eks/cluster:Cluster")[0].inputs["upgradePolicy"] == {"supportType": "EXTENDED"}
 
 
-def test_admin_access_entries_include_the_deployer_once(dev):
-    from bootstrap.mocks import DEPLOYER_ROLE
+ADMINS = ["arn:aws:iam::210987654321:role/Platform", "arn:aws:iam::345678901234:role/ci/Preview"]
 
-    entries = {r.inputs["principalArn"]: r for r in dev.of_type("aws:eks/accessEntry:AccessEntry")}
-    assert set(entries) == {"arn:aws:iam::123456789012:role/Admin", DEPLOYER_ROLE}
-    policies = dev.of_type("aws:eks/accessPolicyAssociation:AccessPolicyAssociation")
+
+def test_admin_access_entries_are_exactly_the_configured_ones(run_stack):
+    rec = run_stack("dev", {"gpucluster:adminPrincipalArns": [*ADMINS, ADMINS[0]]})
+    entries = {r.inputs["principalArn"]: r for r in rec.of_type("aws:eks/accessEntry:AccessEntry")}
+    assert sorted(entries) == sorted(ADMINS)  # each once; the deployer is not added behind the config's back
+    policies = rec.of_type("aws:eks/accessPolicyAssociation:AccessPolicyAssociation")
     assert len(policies) == 2
     for p in policies:
         assert p.inputs["policyArn"] == "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
         assert p.inputs["accessScope"] == {"type": "cluster"}
-    assert cluster_mod.admin_principals(["a", "b", "a"], "b") == ["a", "b"]
+    # Whoever runs pulumi (here the mocks' deployer) is warned, never made an admin.
+    assert any("is not in gpucluster:adminPrincipalArns" in m for _, m in rec.logs)
 
 
-def test_managed_addons_resolved_for_the_version_and_ordered(dev):
+def test_the_same_admins_whoever_deploys(run_stack, monkeypatch):
+    from bootstrap import mocks
+
+    first = run_stack("dev", {"gpucluster:adminPrincipalArns": ADMINS})
+    monkeypatch.setattr(mocks, "DEPLOYER_ROLE", "arn:aws:iam::000000000000:role/ci-preview")
+    second = run_stack("dev", {"gpucluster:adminPrincipalArns": ADMINS})
+    def entries(rec):
+        return sorted((r.name, r.inputs["principalArn"]) for r in rec.of_type("aws:eks/accessEntry:AccessEntry"))
+
+    assert entries(first) == entries(second) and len(entries(first)) == 2
+
+
+def test_managed_addons_pinned_by_the_stack_and_ordered(dev):
+    from tests.conftest import stack_config
+
     addons = {r.inputs["addonName"]: r for r in dev.of_type("aws:eks/addon:Addon")}
-    assert set(addons) == {"vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent",
-                           "eks-node-monitoring-agent", *(set(addons) - {
-                               "vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent",
-                               "eks-node-monitoring-agent"})}
-    for name in ("vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent", "eks-node-monitoring-agent"):
-        assert addons[name].inputs["addonVersion"].startswith("v")
+    pins = stack_config("dev").versions.addons
+    assert set(addons) == set(pins) == {"vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent",
+                                        "eks-node-monitoring-agent", "aws-fsx-csi-driver"}
+    for name, addon in addons.items():
+        assert addon.inputs["addonVersion"] == pins[name]  # never a lookup that moves on the next up
     (system,) = [r for r in dev.of_type("aws:eks/nodeGroup:NodeGroup") if r.name.endswith("system-nodes")]
     for name in cluster_mod.ADDONS_BEFORE_NODES:
         assert dev.depends_on(system, addons[name])
@@ -181,6 +278,10 @@ def test_managed_addons_resolved_for_the_version_and_ordered(dev):
         assert dev.depends_on(addons[name], system)
     cni = addons["vpc-cni"].inputs["podIdentityAssociations"]
     (cni_role,) = [r for r in dev.of_type("aws:iam/role:Role") if r.name.endswith("vpc-cni-role")]
+    (cni_policy,) = [a for a in dev.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+                     if a.inputs["role"] == cni_role.outputs["name"]]
+    # aws-node needs its permissions when it starts; on destroy they outlive it.
+    assert cni_policy.urn in addons["vpc-cni"].dependencies
     assert cni == [{"roleArn": cni_role.outputs["arn"], "serviceAccount": "aws-node"}]
     trust = json.loads(cni_role.inputs["assumeRolePolicy"])
     assert trust["Statement"][0]["Principal"] == {"Service": "pods.eks.amazonaws.com"}
@@ -190,6 +291,9 @@ def test_managed_addons_resolved_for_the_version_and_ordered(dev):
 def test_system_node_group_contract(dev):
     (system,) = [r for r in dev.of_type("aws:eks/nodeGroup:NodeGroup") if r.name.endswith("system-nodes")]
     i = system.inputs
+    # A prefix, not a fixed name: a replacement (type, disk, zones) is created before the old one goes.
+    assert i["nodeGroupNamePrefix"] == "gpucluster-dev-system-" and "nodeGroupName" not in i
+    assert i["releaseVersion"] == "1.35.6-20260714"
     assert i["instanceTypes"] == ["m7i.large"]
     assert i["amiType"] == "AL2023_x86_64_STANDARD"
     assert i["capacityType"] == "ON_DEMAND"
@@ -214,7 +318,8 @@ def test_kubeconfig_is_a_secret_using_aws_eks_get_token(dev):
     kube = json.loads(dev.stack_outputs["kubeconfig"])
     user = kube["users"][0]["user"]["exec"]
     assert user["command"] == "aws"
-    assert user["args"][:4] == ["eks", "get-token", "--cluster-name", "gpucluster-dev"]
+    assert user["args"] == ["eks", "get-token", "--cluster-name", "gpucluster-dev", "--region", "us-east-1",
+                            "--output", "json"]
     (eks,) = dev.of_type("aws:eks/cluster:Cluster")
     assert kube["clusters"][0]["cluster"]["server"] == eks.outputs["endpoint"]
     (provider,) = dev.of_type("pulumi:providers:kubernetes")
@@ -226,3 +331,12 @@ def test_kubernetes_provider_waits_for_admin_access(dev):
     (provider,) = dev.of_type("pulumi:providers:kubernetes")
     for assoc in dev.of_type("aws:eks/accessPolicyAssociation:AccessPolicyAssociation"):
         assert dev.depends_on(provider, assoc)
+
+
+def test_kubeconfig_authenticates_as_the_aws_providers_identity(run_stack):
+    rec = run_stack("dev", {"aws:profile": "ml-admin", "aws:assumeRoles": [
+        {"roleArn": "arn:aws:iam::210987654321:role/Deployer"}]})
+    user = json.loads(rec.stack_outputs["kubeconfig"])["users"][0]["user"]["exec"]
+    # --profile rather than AWS_PROFILE, which ambient credentials can override (pulumi-eks does the same).
+    assert user["args"][-4:] == ["--role-arn", "arn:aws:iam::210987654321:role/Deployer", "--profile", "ml-admin"]
+    assert "env" not in user

@@ -10,7 +10,15 @@ from components.spec import catalog
 from tests.conftest import stack_config, stack_raw
 from tests.k8s import validate_core, validate_custom
 
-CRD_FILES = {"MPIJob": "kubeflow.org_mpijobs.yaml", "PyTorchJob": "kubeflow.org_pytorchjobs.yaml"}
+CRD_FILES = {
+    "MPIJob": "kubeflow.org_mpijobs.yaml",
+    "TrainJob": "trainer.kubeflow.org_trainjobs.yaml",
+    "ClusterTrainingRuntime": "trainer.kubeflow.org_clustertrainingruntimes.yaml",
+    "ResourceFlavor": "kueue.x-k8s.io_resourceflavors.yaml",
+    "ClusterQueue": "kueue.x-k8s.io_clusterqueues.yaml",
+    "LocalQueue": "kueue.x-k8s.io_localqueues.yaml",
+    "WorkloadPriorityClass": "kueue.x-k8s.io_workloadpriorityclasses.yaml",
+}
 
 
 @pytest.fixture(scope="module", params=["dev", "prod"])
@@ -42,13 +50,27 @@ def test_every_kubernetes_object_is_valid(stack):
         else:
             validate_core(obj, cfg.kubernetes_version)
     assert {"Namespace", "PersistentVolume", "PersistentVolumeClaim", "CustomResourceDefinition",
-            "Deployment"} <= kinds
+            "Deployment", "TrainJob", "ClusterTrainingRuntime", "ClusterQueue", "LocalQueue", "ResourceFlavor",
+            "WorkloadPriorityClass"} <= kinds
 
 
-def test_one_definition_per_crd(stack):
+def test_one_definition_per_crd_and_one_for_every_kind_emitted(stack):
+    from components.operators import TRAINER_CHART_CRDS
+    from components.spec.queueing import CHART_CRDS as KUEUE_CHART_CRDS
+
     _, _, rec, _ = stack
-    names = [o["metadata"]["name"] for o in kubernetes_objects(rec) if o["kind"] == "CustomResourceDefinition"]
-    assert sorted(names) == ["mpijobs.kubeflow.org", "pytorchjobs.kubeflow.org"]
+    ours = [o["metadata"]["name"] for o in kubernetes_objects(rec) if o["kind"] == "CustomResourceDefinition"]
+    assert ours == ["mpijobs.kubeflow.org"]
+    # The charts' own CRDs; the cluster-autoscaler chart ships none (no crds/, no CRD templates at 9.59.0).
+    everything = [*ours, *TRAINER_CHART_CRDS, *KUEUE_CHART_CRDS]
+    assert len(everything) == len(set(everything))
+    assert "pytorchjobs.kubeflow.org" not in everything  # training-operator v1 is not installed
+    custom = {(o["apiVersion"].split("/")[0], o["kind"]) for o in kubernetes_objects(rec) if o["kind"] in CRD_FILES}
+    plural = {"MPIJob": "mpijobs", "TrainJob": "trainjobs", "ClusterTrainingRuntime": "clustertrainingruntimes",
+              "ResourceFlavor": "resourceflavors", "ClusterQueue": "clusterqueues", "LocalQueue": "localqueues",
+              "WorkloadPriorityClass": "workloadpriorityclasses"}
+    for group, kind in custom:
+        assert f"{plural[kind]}.{group}" in everything, kind
 
 
 def test_file_system_is_off_the_eks_critical_path(stack):
@@ -78,22 +100,64 @@ def test_every_gpu_resource_lives_in_the_one_gpu_zone(stack):
 
 def test_jobs_request_exactly_their_node_types_devices(stack):
     _, cfg, rec, _ = stack
-    jobs = [o for o in kubernetes_objects(rec) if o["kind"] in CRD_FILES]
-    names = {o["metadata"]["name"] for o in jobs}
-    assert {j.name for j in cfg.jobs} <= names
+    objects = kubernetes_objects(rec)
+    jobs = {o["metadata"]["name"]: o for o in objects if o["kind"] in ("MPIJob", "TrainJob")}
+    runtimes = {o["metadata"]["name"]: o for o in objects if o["kind"] == "ClusterTrainingRuntime"}
+    assert {j.name for j in cfg.jobs} <= set(jobs)
     for job in cfg.jobs:
-        (obj,) = [o for o in jobs if o["metadata"]["name"] == job.name]
+        obj = jobs[job.name]
         pool = cfg.pool(job.pool)
-        specs = obj["spec"]["mpiReplicaSpecs"] if obj["kind"] == "MPIJob" else obj["spec"]["pytorchReplicaSpecs"]
-        worker = specs["Worker"]
-        assert worker["replicas"] == job.nodes
-        (container,) = worker["template"]["spec"]["containers"]
+        if obj["kind"] == "MPIJob":
+            worker = obj["spec"]["mpiReplicaSpecs"]["Worker"]
+            assert worker["replicas"] == job.nodes
+            pod = worker["template"]["spec"]
+        else:
+            assert obj["spec"]["trainer"]["numNodes"] == job.nodes
+            (node,) = runtimes[obj["spec"]["runtimeRef"]["name"]]["spec"]["template"]["spec"]["replicatedJobs"]
+            pod = node["template"]["spec"]["template"]["spec"]
+        assert pod["nodeSelector"] == {"gpucluster.io/pool": pool.name}
+        (container,) = pod["containers"]
         limits = container["resources"]["limits"]
         assert limits["nvidia.com/gpu"] == str(pool.instance.gpu_count)
         if pool.efa_enabled:
             assert limits["vpc.amazonaws.com/efa"] == str(pool.instance.max_efa_interfaces)
         else:
             assert "vpc.amazonaws.com/efa" not in limits
+
+
+def test_every_job_is_queued_and_waits_for_the_queue(stack):
+    _, cfg, rec, _ = stack
+    (cluster_queue,) = rec.of_type("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue")
+    jobs = rec.of_type("kubernetes:kubeflow.org/v2beta1:MPIJob") + \
+        rec.of_type("kubernetes:trainer.kubeflow.org/v1alpha1:TrainJob")
+    assert len(jobs) == len(cfg.jobs) + sum(p.fabric_test for p in cfg.gpu_pools)
+    (local_queue,) = rec.of_type("kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue")
+    for job in jobs:
+        assert job.inputs["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == \
+            local_queue.inputs["metadata"]["name"]
+        assert job.inputs["metadata"]["namespace"] == local_queue.inputs["metadata"]["namespace"]
+        assert rec.depends_on(job, cluster_queue) and rec.depends_on(job, local_queue)
+
+
+def test_autoscaler_installs_after_the_system_nodes_with_its_pod_identity(stack):
+    _, cfg, rec, _ = stack
+    release = rec.named(f"{cfg.cluster_name}-autoscaler-release")
+    (association,) = rec.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")
+    (system,) = [r for r in rec.of_type("aws:eks/nodeGroup:NodeGroup") if r.name.endswith("system-nodes")]
+    assert rec.depends_on(release, association) and rec.depends_on(release, system)
+    assert release.inputs["values"]["autoDiscovery"] == {"clusterName": cfg.cluster_name}
+
+
+def test_destroy_order_jobs_then_queue_then_operators_then_nodes(stack):
+    # Pulumi deletes dependents first: a job before the queue objects it is admitted through, those before
+    # Kueue (its finalizers), Kubernetes objects before the node groups and the cluster.
+    _, cfg, rec, _ = stack
+    (job,) = [r for r in rec.resources if r.type.endswith(":TrainJob") and r.inputs["metadata"]["name"] == cfg.jobs[0].name]
+    (cluster_queue,) = rec.of_type("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue")
+    kueue = rec.named(f"{cfg.cluster_name}-queue-kueue")
+    (gpu_group,) = [r for r in rec.of_type("aws:eks/nodeGroup:NodeGroup") if not r.name.endswith("system-nodes")]
+    assert rec.depends_on(job, cluster_queue) and rec.depends_on(cluster_queue, kueue)
+    assert rec.depends_on(job, gpu_group)
 
 
 def test_prod_fabric_test_and_outputs(run_stack):
@@ -108,6 +172,7 @@ def test_prod_fabric_test_and_outputs(run_stack):
         16 * p5.price_usd_per_hour, abs=0.01)
     names = {o["metadata"]["name"] for o in kubernetes_objects(rec) if o["kind"] == "MPIJob"}
     assert names == {"gpt-pretrain", "nccl-tests-h100"}
+    assert out["localQueue"] == "training/gpu"
 
 
 def test_every_child_is_named_after_its_component(stack):

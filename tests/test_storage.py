@@ -13,6 +13,7 @@ from bootstrap import mocks
 from components import storage as storage_mod
 from components.cluster import Cluster, ClusterArgs
 from components.network import Network, NetworkArgs
+from components.spec.zones import ZonePlan
 from components.storage import FsxVolume, FsxVolumeArgs, Storage, StorageArgs
 from tests.conftest import stack_config, stack_raw
 from tests.k8s import validate_core
@@ -43,8 +44,8 @@ def _isolated(stack: str, overrides: dict | None = None, clients: tuple[str, ...
                                    opts=pulumi.ResourceOptions(provider=provider))
         FsxVolume("vol", FsxVolumeArgs(
             storage=store, cluster_name=pulumi.Output.from_input(cfg.cluster_name), provider=provider,
-            namespace=cfg.training_namespace, namespace_resource=ns, kubernetes_version=cfg.kubernetes_version,
-            tags={"team": "ml"}))
+            namespace=cfg.training_namespace, namespace_resource=ns,
+            addon_version=cfg.versions.addons["aws-fsx-csi-driver"], tags={"team": "ml"}))
 
     return mocks.run_program(stack_raw(stack, overrides), stack, program=program)
 
@@ -83,7 +84,7 @@ def test_children_are_parented_and_named_after_their_component(prod):
     assert store.component_outputs["storageCapacityGiB"] == 48000
     assert re.fullmatch(r"fs-[0-9a-f]{17}", store.component_outputs["fileSystemId"])
     assert vol.component_outputs["claimName"] == "fsx"
-    assert vol.component_outputs["persistentVolumeName"] == "training-fsx"
+    assert vol.component_outputs["persistentVolumeName"] == f"training-fsx-{store.component_outputs['fileSystemId']}"
 
 
 # -- S3 ------------------------------------------------------------------------------
@@ -157,16 +158,16 @@ COMMON = {"storageType": "SSD", "subnetIds": "subnet-gpu", "fileSystemTypeVersio
           "dataCompressionType": "LZ4"}
 
 
-def test_dev_scratch_file_system_links_the_bucket_root(dev):
-    bucket = dev.named("st-bucket").inputs["bucket"]
+def test_dev_scratch_file_system_is_linked_by_an_association_not_import_paths(dev):
     fs = dev.named("st-fsx")
+    # No legacy import/export path: it exports nothing by itself, so dev checkpoints would never reach S3.
     assert fs.inputs == {
         **COMMON, "deploymentType": "SCRATCH_2", "storageCapacity": 1200,
         "securityGroupIds": [dev.named("st-fsx-sg").id],
-        "importPath": f"s3://{bucket}/", "exportPath": f"s3://{bucket}/", "autoImportPolicy": "NEW_CHANGED_DELETED",
         "tags": {"team": "ml", "Name": "gpucluster-dev-fsx"},
     }
-    assert dev.of_type(DRA) == []
+    # SCRATCH_2 defaults to Lustre 2.10, which has no associations: 2.15 is set explicitly.
+    assert fs.inputs["fileSystemTypeVersion"] == "2.15"
 
 
 def test_prod_persistent_file_system(prod):
@@ -197,6 +198,7 @@ def test_unlinked_scratch_file_system_has_no_import_path():
     rec = _isolated("dev", {"gpucluster:storage": {"fsx": {"deploymentType": "SCRATCH_2"}, "s3Link": False}})
     fs = rec.named("st-fsx")
     assert "importPath" not in fs.inputs and "exportPath" not in fs.inputs
+    assert not rec.of_type(DRA)
 
 
 def test_efa_file_system_provisions_metadata_iops(efa):
@@ -206,20 +208,22 @@ def test_efa_file_system_provisions_metadata_iops(efa):
     assert (fs["automaticBackupRetentionDays"], fs["skipFinalBackup"]) == (0, True)
 
 
-def test_persistent_links_each_prefix_with_every_event(prod):
-    bucket = prod.named("st-bucket").inputs["bucket"]
-    fs = prod.named("st-fsx")
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_one_association_links_the_whole_bucket_with_every_event(stack, request):
+    # One, at /: two created at once fail (terraform-provider-aws #24678), and / must be the only one.
+    rec = request.getfixturevalue(stack)
+    bucket = rec.named("st-bucket").inputs["bucket"]
+    fs = rec.named("st-fsx")
     events = {"events": ["NEW", "CHANGED", "DELETED"]}
-    for role in ("datasets", "checkpoints"):
-        dra = prod.named(f"st-dra-{role}")
-        assert dra.inputs == {
-            "fileSystemId": fs.id, "fileSystemPath": f"/{role}", "dataRepositoryPath": f"s3://{bucket}/{role}/",
-            "batchImportMetaDataOnCreate": True, "deleteDataInFilesystem": False,
-            "s3": {"autoImportPolicy": events, "autoExportPolicy": events},
-            "tags": {"team": "ml", "Name": f"gpucluster-prod-fsx-{role}"},
-        }
-        assert prod.depends_on(dra, fs)
-    assert len(prod.of_type(DRA)) == 2
+    (dra,) = rec.of_type(DRA)
+    assert dra.name == "st-dra"
+    assert dra.inputs == {
+        "fileSystemId": fs.id, "fileSystemPath": "/", "dataRepositoryPath": f"s3://{bucket}/",
+        "batchImportMetaDataOnCreate": True, "deleteDataInFilesystem": False,
+        "s3": {"autoImportPolicy": events, "autoExportPolicy": events},
+        "tags": {"team": "ml", "Name": f"gpucluster-{stack}-fsx-s3-link"},
+    }
+    assert rec.depends_on(dra, fs)
 
 
 def test_file_system_waits_for_its_rules_and_the_bucket_settings(prod):
@@ -271,7 +275,7 @@ def test_csi_driver_add_on_uses_pod_identity(prod):
     addon = prod.named("vol-csi-driver")
     role = prod.named("vol-csi-role")
     assert addon.inputs == {
-        "clusterName": "gpucluster-prod", "addonName": "aws-fsx-csi-driver", "addonVersion": "v1.5.0-eksbuild.1",
+        "clusterName": "gpucluster-prod", "addonName": "aws-fsx-csi-driver", "addonVersion": "v1.9.0-eksbuild.1",
         "resolveConflictsOnCreate": "OVERWRITE", "resolveConflictsOnUpdate": "PRESERVE",
         "podIdentityAssociations": [{"roleArn": role.outputs["arn"], "serviceAccount": "fsx-csi-controller-sa"}],
         "tags": {"team": "ml"},
@@ -292,7 +296,8 @@ def test_csi_driver_add_on_uses_pod_identity(prod):
 def test_static_persistent_volume(prod):
     store = prod.named("st").component_outputs
     pv = prod.named("vol-pv")
-    assert pv.inputs["metadata"] == {"name": "training-fsx", "labels": {"app.kubernetes.io/part-of": "gpucluster"}}
+    assert pv.inputs["metadata"] == {"name": f"training-fsx-{store['fileSystemId']}",
+                                     "labels": {"app.kubernetes.io/part-of": "gpucluster"}}
     assert pv.inputs["spec"] == {
         "capacity": {"storage": "48000Gi"}, "volumeMode": "Filesystem", "accessModes": ["ReadWriteMany"],
         "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "", "mountOptions": ["flock"],
@@ -303,15 +308,30 @@ def test_static_persistent_volume(prod):
     assert re.fullmatch(r"fs-[0-9a-f]{17}\.fsx\.us-east-1\.amazonaws\.com", store["dnsName"])
     assert pv.provider.startswith(prod.named("k8s").urn)
     assert prod.named("vol-csi-driver").urn in pv.dependencies
+    # A new file system is a new PV (the CSI source is immutable), created before the old one goes.
+    assert pv.replace_on_changes == ["spec.csi"] and pv.delete_before_replace is False
 
 
 def test_claim_binds_to_the_volume_by_name(prod):
     pvc = prod.named("vol-pvc")
     assert pvc.inputs["metadata"] == {"name": "fsx", "namespace": "training",
                                       "labels": {"app.kubernetes.io/part-of": "gpucluster"}}
+    pv = prod.named("vol-pv")
+    # A constant small request: a statically bound claim cannot be resized, so following the file system's
+    # capacity would turn every FSx resize into a rejected PVC patch.
     assert pvc.inputs["spec"] == {"accessModes": ["ReadWriteMany"], "storageClassName": "",
-                                  "volumeName": "training-fsx", "resources": {"requests": {"storage": "48000Gi"}}}
-    assert prod.named("ns").urn in pvc.dependencies and prod.named("vol-pv").urn in pvc.dependencies
+                                  "volumeName": pv.inputs["metadata"]["name"],
+                                  "resources": {"requests": {"storage": "1Gi"}}}
+    assert prod.named("ns").urn in pvc.dependencies and pv.urn in pvc.dependencies
+    # It follows its PV: deleted first (fixed name), re-created on the new one.
+    assert pvc.replace_on_changes == ["spec"] and pvc.delete_before_replace is True
+
+
+def test_claim_request_does_not_follow_a_resize():
+    big = _isolated("prod", {"gpucluster:storage": {"fsx": {"deploymentType": "PERSISTENT_2",
+                                                            "storageCapacityGiB": 96000, "throughputPerTiB": 500}}})
+    assert big.named("vol-pvc").inputs["spec"]["resources"] == {"requests": {"storage": "1Gi"}}
+    assert big.named("vol-pv").inputs["spec"]["capacity"] == {"storage": "96000Gi"}
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
@@ -337,11 +357,12 @@ def wired() -> mocks.Recording:
     cfg = stack_config("prod")
 
     def program() -> None:
-        zones = ("us-east-1a", "us-east-1b", "us-east-1c")
+        zones = ZonePlan("us-east-1a", ("us-east-1a", "us-east-1b", "us-east-1c"),
+                         ("us-east-1a", "us-east-1b", "us-east-1c"),
+                         {"us-east-1a": "use1-az6", "us-east-1b": "use1-az1", "us-east-1c": "use1-az2"})
         network = Network(cfg.cluster_name, NetworkArgs(config=cfg.network, cluster_name=cfg.cluster_name,
                                                          region=cfg.region, zones=zones, tags=cfg.tags))
-        cluster = Cluster(cfg.cluster_name, ClusterArgs(config=cfg,
-                                                        subnet_ids=network.private_subnet_ids, deployer_arn=None))
+        cluster = Cluster(cfg.cluster_name, ClusterArgs(config=cfg, subnet_ids=network.cluster_subnet_ids))
         store = Storage(f"{cfg.cluster_name}-storage", StorageArgs(
             config=cfg.storage, cluster_name=cfg.cluster_name, vpc_id=network.vpc_id,
             subnet_id=network.gpu_subnet_id, client_security_group_ids=[network.node_security_group_id],
@@ -349,8 +370,8 @@ def wired() -> mocks.Recording:
         FsxVolume(f"{cfg.cluster_name}-fsx", FsxVolumeArgs(
             storage=store, cluster_name=cluster.name, provider=cluster.provider,
             namespace=cfg.training_namespace, namespace_resource=cluster.training_namespace,
-            kubernetes_version=cfg.kubernetes_version, depends_on=[cluster.system_nodes, *cluster.core_addons],
-            tags=cfg.tags))
+            addon_version=cfg.versions.addons["aws-fsx-csi-driver"],
+            depends_on=[cluster.system_nodes, *cluster.core_addons], tags=cfg.tags))
 
     return mocks.run_program(stack_raw("prod"), "prod", program=program)
 

@@ -13,9 +13,9 @@ from tests import k8s
 from tests.conftest import stack_config
 from tests.test_launcher import fast_crd_validation  # noqa: F401  (module fixture)
 
-CRD_FILE = {"MPIJob": "kubeflow.org_mpijobs.yaml", "PyTorchJob": "kubeflow.org_pytorchjobs.yaml"}
+CRD_FILE = {"MPIJob": "kubeflow.org_mpijobs.yaml", "TrainJob": "trainer.kubeflow.org_trainjobs.yaml"}
 MPIJOB_TYPE = "kubernetes:kubeflow.org/v2beta1:MPIJob"
-PYTORCHJOB_TYPE = "kubernetes:kubeflow.org/v1:PyTorchJob"
+TRAINJOB_TYPE = "kubernetes:trainer.kubeflow.org/v1alpha1:TrainJob"
 CLAIM = "fsx"
 
 PROD_OVERRIDES = {
@@ -35,11 +35,12 @@ def program(cfg, built: dict):
         provider = k8s_sdk.Provider("k8s", kubeconfig="{}")
         # The claim name arrives as an Output from the storage component.
         claim = pulumi.Output.from_input(CLAIM)
-        ops = operators.Operators("ops", operators.OperatorsArgs(provider=provider))
+        ops = operators.Operators("ops", operators.OperatorsArgs(provider=provider, pools=cfg.gpu_pools,
+                                                                 jobs=cfg.jobs, claim_name=CLAIM))
         for job in cfg.jobs:
             built[job.name] = TrainingJob(f"job-{job.name}", TrainingJobArgs(
                 job=job, pool=cfg.pool(job.pool), namespace=cfg.training_namespace, claim_name=claim,
-                provider=provider, depends_on=[ops]))
+                provider=provider, storage=cfg.storage, prices=cfg.prices, depends_on=[ops]))
         for pool in cfg.gpu_pools:
             if pool.fabric_test:
                 built[f"fabric-{pool.name}"] = FabricTest(f"fabric-{pool.name}", FabricTestArgs(
@@ -69,15 +70,15 @@ def as_manifest(reg) -> dict:
 
 
 def jobs_of(rec) -> list:
-    return rec.of_type(MPIJOB_TYPE) + rec.of_type(PYTORCHJOB_TYPE)
+    return rec.of_type(MPIJOB_TYPE) + rec.of_type(TRAINJOB_TYPE)
 
 
 @pytest.mark.parametrize("key", ["dev", "prod", "pools"])
 def test_every_registered_job_matches_its_builder_and_the_upstream_crd(recordings, key):
     cfg, rec, _ = recordings[key]
     registered = {r.inputs["metadata"]["name"]: as_manifest(r) for r in jobs_of(rec)}
-    expected = {job.name: launcher.job_manifest(job, cfg.pool(job.pool), CLAIM, cfg.training_namespace)
-                for job in cfg.jobs}
+    context = launcher.JobContext(cfg.training_namespace, CLAIM, cfg.storage, cfg.prices)
+    expected = {job.name: launcher.job_manifest(job, cfg.pool(job.pool), context) for job in cfg.jobs}
     expected.update({launcher.nccl_test_name(p): launcher.nccl_test_mpijob(p, cfg.training_namespace)
                      for p in cfg.gpu_pools if p.fabric_test})
     assert registered == expected
@@ -88,12 +89,20 @@ def test_every_registered_job_matches_its_builder_and_the_upstream_crd(recording
 def test_launcher_picks_the_kind(recordings):
     _, rec, built = recordings["prod"]
     kinds = {r.inputs["metadata"]["name"]: r.type for r in jobs_of(rec)}
-    assert kinds["llama-70b"] == PYTORCHJOB_TYPE
+    assert kinds["llama-70b"] == TRAINJOB_TYPE
     assert kinds["gpt-pretrain"] == MPIJOB_TYPE
-    assert (built["llama-70b"].kind, built["llama-70b"].job_name) == ("PyTorchJob", "llama-70b")
+    assert (built["llama-70b"].kind, built["llama-70b"].job_name) == ("TrainJob", "llama-70b")
     assert built["gpt-pretrain"].kind == "MPIJob"
     _, dev, _ = recordings["dev"]
-    assert [r.inputs["metadata"]["name"] for r in dev.of_type(PYTORCHJOB_TYPE)] == ["smoke"]
+    assert [r.inputs["metadata"]["name"] for r in dev.of_type(TRAINJOB_TYPE)] == ["smoke"]
+
+
+@pytest.mark.parametrize("key", ["dev", "prod", "pools"])
+def test_a_changed_job_is_replaced_not_patched(recordings, key):
+    # TrainJob's trainer block and runtimeRef are immutable, and operators ignore spec edits of running jobs.
+    _, rec, _ = recordings[key]
+    for reg in jobs_of(rec):
+        assert reg.replace_on_changes == ["spec"] and reg.delete_before_replace
 
 
 @pytest.mark.parametrize("key", ["dev", "prod"])
@@ -101,13 +110,15 @@ def test_jobs_are_children_and_wait_for_the_operators(recordings, key):
     _, rec, _ = recordings[key]
     crds = rec.of_type("kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition")
     deployments = rec.of_type("kubernetes:apps/v1:Deployment")
+    waited_for = [*crds, *deployments, *rec.of_type("kubernetes:helm.sh/v3:Release"),
+                  *rec.of_type("kubernetes:trainer.kubeflow.org/v1alpha1:ClusterTrainingRuntime")]
     provider = rec.named("k8s")
     for reg in jobs_of(rec):
         parent = rec.by_urn(reg.parent)
         assert parent.type in ("gpucluster:index:TrainingJob", "gpucluster:index:FabricTest")
         assert reg.name.startswith(f"{parent.name}-")
         assert reg.provider.startswith(provider.urn)
-        for dep in [*crds, *deployments]:
+        for dep in waited_for:
             assert rec.depends_on(reg, dep), f"{reg.name} does not wait for {dep.name}"
     for component in rec.of_type("gpucluster:index:TrainingJob"):
         assert component.component_outputs["jobName"] in {r.inputs["metadata"]["name"] for r in jobs_of(rec)}

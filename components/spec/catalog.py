@@ -61,6 +61,7 @@ class InstanceType:
     price_usd_per_hour: float
     price_source: str
     price_date: str
+    price_region: str = "us-east-1"  # the region whose list price this is
 
     @property
     def efa_supported(self) -> bool:
@@ -82,6 +83,7 @@ class InstanceType:
 def _t(name, vcpus, memory_gib, gpu_model, gpu_count, gpu_memory_gib, network_cards,
        max_efa, efa_cards, network_gbps, nvme, price, price_date,
        price_source=PRICE_SOURCE) -> InstanceType:
+    price_region = "us-west-2" if price_source == PRICE_SOURCE_P6 else "us-east-1"
     disks, disk_gb = nvme
     return InstanceType(
         name=name,
@@ -99,6 +101,7 @@ def _t(name, vcpus, memory_gib, gpu_model, gpu_count, gpu_memory_gib, network_ca
         price_usd_per_hour=price,
         price_source=price_source,
         price_date=price_date,
+        price_region=price_region,
     )
 
 

@@ -10,22 +10,25 @@ documents every key read here.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from components.spec import catalog
+from components.spec import catalog, namespaces
 from components.spec.validation import (
     ConfigError,
     Problems,
     Section,
     check_cidr,
     check_principal_arn,
+    check_public_cidr,
     show,
     unique,
 )
+from components.spec.zones import ZONE_ID_PATTERN
 
 NAMESPACE = "gpucluster"
 
@@ -76,8 +79,22 @@ _K8S_LABEL_VALUE = r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?"
 # Top-level keys whose values are structured (JSON from the engine).
 _STRUCTURED = {
     "adminPrincipalArns", "publicAccessCidrs", "network", "systemNodes", "gpuPools",
-    "storage", "jobs", "prices", "tags",
+    "storage", "jobs", "prices", "tags", "versions",
 }
+# Config namespaces a stack may use: ours, and the providers' own.
+KNOWN_NAMESPACES = (NAMESPACE, "aws", "kubernetes", "random", "pulumi")
+
+# The EKS managed add-ons the program installs; each is pinned per stack
+# (gpucluster:versions.addons) so a later `pulumi up` never moves one.
+ADDONS = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent", "coredns", "eks-node-monitoring-agent",
+          "aws-fsx-csi-driver")
+_ADDON_VERSION = r"v\d+\.\d+\.\d+(-[a-z0-9]+)*-eksbuild\.\d+"  # v1.20.4-eksbuild.1
+# AL2023 AMI release of a managed node group: <Kubernetes x.y.z>-<build date>
+# (EKS API NodeGroup.releaseVersion; the SSM .../recommended/release_version parameter).
+_AMI_RELEASE = r"\d+\.\d+\.\d+-\d{8}"
+
+IDLE_MINUTES_DEFAULT = 3
+IDLE_MINUTES_MAX = 60
 
 
 @dataclass(frozen=True)
@@ -109,6 +126,8 @@ class GpuPoolConfig:
     local_nvme_raid0: bool = True
     fabric_test: bool = False
     labels: dict[str, str] = field(default_factory=dict)
+    # Minutes a node may sit without training pods before the autoscaler removes it.
+    idle_minutes: int = IDLE_MINUTES_DEFAULT
 
     @property
     def instance(self) -> catalog.InstanceType:
@@ -196,6 +215,15 @@ class JobConfig:
     run_policy: RunPolicyConfig = RunPolicyConfig()
     max_restarts: int = 3
     mount_path: str = "/fsx"
+    max_cost_usd: float | None = None  # becomes a run deadline from nodes x the pool's price
+
+
+@dataclass(frozen=True)
+class VersionPins:
+    """What a later `pulumi up` must not move: AMI release and add-on versions (bootstrap upgrade writes them)."""
+
+    ami_release_version: str
+    addons: dict[str, str]
 
 
 @dataclass(frozen=True)
@@ -213,9 +241,13 @@ class StackConfig:
     gpu_pools: tuple[GpuPoolConfig, ...]
     storage: StorageConfig
     jobs: tuple[JobConfig, ...]
+    versions: VersionPins = VersionPins("", {})
     training_namespace: str = "training"
     prices: dict[str, float] = field(default_factory=dict)
     tags: dict[str, str] = field(default_factory=dict)
+    deployer_in_vpc: bool = False  # pulumi runs inside the VPC: a private-only endpoint is reachable
+    aws_profile: str | None = None  # aws:profile, passed to `aws eks get-token`
+    aws_role_arn: str | None = None  # the last role of aws:assumeRoles, likewise
 
     def pool(self, name: str) -> GpuPoolConfig:
         return next(p for p in self.gpu_pools if p.name == name)
@@ -232,14 +264,22 @@ def parse(raw: dict[str, Any], project: str = NAMESPACE, stack: str = "dev") -> 
     """Validate a stack's raw config (`{"gpucluster:network": "<json>", ...}`)."""
     problems = Problems()
     region = raw.get("aws:region")
-    if not isinstance(region, str) or not re.fullmatch(r"[a-z]{2}(-gov)?-[a-z]+-\d", region or ""):
-        problems.bad("aws:region", region, "must be set to an AWS region such as us-east-1")
+    if not isinstance(region, str) or region not in eks_regions():
+        problems.bad("aws:region", region, "must be set to an AWS region that has EKS, such as us-east-1"
+                     if region in (None, "") else f"not a region with EKS; regions: {', '.join(eks_regions())}")
         region = ""
 
     ours: dict[str, Any] = {}
     unreadable: set[str] = set()
     for key, value in raw.items():
-        ns, _, name = key.partition(":")
+        ns, colon, name = key.partition(":")
+        if not colon:
+            problems.add(key, f"unknown key: stack config keys carry a namespace; did you mean {NAMESPACE}:{key}?")
+            continue
+        if ns not in KNOWN_NAMESPACES:
+            problems.add(key, f"unknown namespace {ns!r}; this program reads {NAMESPACE}:* and the providers' "
+                              f"keys ({', '.join(KNOWN_NAMESPACES[1:])})")
+            continue
         if ns != NAMESPACE or value == "":
             # "" is how Pulumi.yaml spells "no default" for optional strings.
             continue
@@ -255,8 +295,40 @@ def parse(raw: dict[str, Any], project: str = NAMESPACE, stack: str = "dev") -> 
     top = Section(ours, NAMESPACE, problems, sep=":")
     cfg = _parse_stack(top, problems, project, stack, region, unreadable)
     top.finish()
+    profile, role_arn = _aws_identity(raw, problems)
     problems.raise_if_any()
-    return cfg
+    return replace(cfg, aws_profile=profile, aws_role_arn=role_arn)
+
+
+@functools.cache
+def eks_regions() -> tuple[str, ...]:
+    """Regions with EKS, from botocore's endpoint data (the commercial, China and GovCloud partitions)."""
+    import botocore.session
+
+    session = botocore.session.get_session()
+    return tuple(sorted({r for partition in ("aws", "aws-cn", "aws-us-gov")
+                         for r in session.get_available_regions("eks", partition_name=partition)}))
+
+
+def _aws_identity(raw: dict[str, Any], problems: Problems) -> tuple[str | None, str | None]:
+    """aws:profile and the last role of aws:assumeRoles: the identity `aws eks get-token` must use too."""
+    profile = raw.get("aws:profile") or None
+    roles = raw.get("aws:assumeRoles")
+    if isinstance(roles, str) and roles:
+        try:
+            roles = json.loads(roles)
+        except json.JSONDecodeError:
+            roles = None
+    role_arn = None
+    if isinstance(roles, list) and roles:
+        last = roles[-1] if isinstance(roles[-1], dict) else {}
+        role_arn = last.get("roleArn") or None
+        if last.get("externalId"):
+            # `aws eks get-token --role-arn` has no external ID option.
+            problems.add(f"aws:assumeRoles[{len(roles) - 1}].externalId",
+                         "the Kubernetes provider authenticates with `aws eks get-token --role-arn`, which cannot "
+                         "pass an external ID; assume that role in an aws:profile instead")
+    return (profile if isinstance(profile, str) else None), role_arn
 
 
 def _parse_stack(top: Section, problems: Problems, project: str, stack: str, region: str,
@@ -266,12 +338,33 @@ def _parse_stack(top: Section, problems: Problems, project: str, stack: str, reg
                                       "starting with a letter or digit", max_len=100)
     version = _kubernetes_version(top, problems)
     admins = top.string_list("adminPrincipalArns", lambda _p, v: check_principal_arn(v), "an IAM ARN")
-    cidrs = top.string_list("publicAccessCidrs", lambda _p, v: check_cidr(v), "a CIDR block")
-    gpu_az = top.string("gpuAvailabilityZone", pattern=_AZ, allowed="an availability zone name such as us-east-1a")
-    if gpu_az and region and not gpu_az.startswith(region):
+    if not admins and not top.raw.get("adminPrincipalArns"):
+        # Nobody else gets access: the Kubernetes provider acts as the deployer,
+        # who must be listed (EKS access entries; bootstrap_cluster_creator_admin is off).
+        problems.add(top.key_path("adminPrincipalArns"),
+                     "is required: the IAM roles or users given cluster admin, the one you deploy with first "
+                     "(`python -m bootstrap whoami` prints it)")
+    cidrs = top.string_list("publicAccessCidrs", lambda _p, v: check_public_cidr(v), "a CIDR block")
+    in_vpc = top.boolean("deployerInVpc", False)
+    if not cidrs and not top.raw.get("publicAccessCidrs") and not in_vpc:
+        # The Kubernetes provider runs where `pulumi up` runs (EKS User Guide,
+        # "Cluster API server endpoint": a private endpoint is reachable from the VPC only).
+        problems.add(top.key_path("publicAccessCidrs"),
+                     "is empty, so the API endpoint would be private-only and unreachable from where pulumi runs: "
+                     "every Kubernetes resource, and `pulumi destroy`, would fail; list the public CIDR you deploy "
+                     "from (your address: `curl -s https://checkip.amazonaws.com`, as a /32), or set "
+                     f"{NAMESPACE}:deployerInVpc: true when pulumi runs inside the VPC")
+    gpu_az = top.string("gpuAvailabilityZone", pattern=f"{_AZ}|{ZONE_ID_PATTERN}",
+                        allowed="an availability zone name such as us-east-1a or a zone ID such as use1-az6")
+    if gpu_az and region and not re.fullmatch(ZONE_ID_PATTERN, gpu_az) and not gpu_az.startswith(region):
         problems.bad(top.key_path("gpuAvailabilityZone"), gpu_az, f"must be a zone of aws:region {region!r}")
     namespace = top.string("trainingNamespace", "training", pattern=_DNS_LABEL, max_len=63,
                            allowed="a Kubernetes namespace name (lowercase DNS label)")
+    if namespace in namespaces.RESERVED:
+        problems.bad(top.key_path("trainingNamespace"), namespace,
+                     f"is a namespace the cluster's system or operators own; not one of {', '.join(namespaces.RESERVED)}")
+        namespace = None
+    versions = _versions(top.section("versions"), version)
     prices = _prices(top.section("prices"))
     tags = top.string_map("tags", key_pattern=r"(?!aws:)[\w .:/=+@-]{1,128}",
                           key_what="a valid AWS tag key (1-128 characters, not starting with aws:)")
@@ -282,27 +375,64 @@ def _parse_stack(top: Section, problems: Problems, project: str, stack: str, reg
     if "gpuPools" in unreadable:
         declared_pools = None
     storage = _storage(top.section("storage"))
-    jobs = _jobs(top, problems, pools, declared_pools)
+    jobs = _jobs(top, problems, pools, declared_pools, prices)
 
     return StackConfig(
         project=project, stack=stack, region=region, cluster_name=cluster_name or "",
         kubernetes_version=version, admin_principal_arns=admins, public_access_cidrs=cidrs,
         gpu_availability_zone=gpu_az, network=network, system_nodes=system_nodes,
-        gpu_pools=pools, storage=storage, jobs=jobs, training_namespace=namespace or "training",
-        prices=prices, tags=tags,
+        gpu_pools=pools, storage=storage, jobs=jobs, versions=versions, training_namespace=namespace or "training",
+        prices=prices, tags=tags, deployer_in_vpc=bool(in_vpc),
     )
+
+
+def _versions(sec: Section, kubernetes_version: str) -> VersionPins:
+    """The pinned AMI release and add-on versions: required, each matching the cluster's version."""
+    upgrade = "run `python -m bootstrap upgrade --stack <stack> --write` to resolve and pin them"
+    p = sec.problems
+    ami = sec.string("amiReleaseVersion", pattern=_AMI_RELEASE,
+                     allowed="an EKS AMI release version such as 1.35.6-20260714")
+    if ami is None and not sec.has("amiReleaseVersion"):
+        p.add(sec.key_path("amiReleaseVersion"), f"is required (the AL2023 AMI release of every node group); {upgrade}")
+    elif ami is not None and not ami.startswith(f"{kubernetes_version}."):
+        p.bad(sec.key_path("amiReleaseVersion"), ami,
+              f"must be a release of Kubernetes {kubernetes_version} (kubernetesVersion); {upgrade}")
+    addons_sec = sec.section("addons")
+    addons = {}
+    for name in ADDONS:
+        value = addons_sec.string(name, pattern=_ADDON_VERSION, allowed="an EKS add-on version such as v1.20.4-eksbuild.1")
+        if value is None and not addons_sec.has(name):
+            p.add(addons_sec.key_path(name), f"is required (the pinned {name} add-on version); {upgrade}")
+        elif value is not None and name == "kube-proxy" and not value.startswith(f"v{kubernetes_version}."):
+            # kube-proxy follows the control plane's minor (EKS User Guide, managing-kube-proxy).
+            p.bad(addons_sec.key_path(name), value, f"must be a kube-proxy of Kubernetes {kubernetes_version}; {upgrade}")
+        elif value is not None:
+            addons[name] = value
+    addons_sec.finish()
+    sec.finish()
+    return VersionPins(ami_release_version=ami or "", addons=addons)
 
 
 def _kubernetes_version(top: Section, problems: Problems) -> str:
     path = top.key_path("kubernetesVersion")
     value = top.raw.get("kubernetesVersion")
     if isinstance(value, float) or (isinstance(value, str) and re.fullmatch(r"1\.\d", value)):
-        # YAML reads 1.30 as the float 1.3: say so instead of a puzzling enum error.
-        problems.bad(path, value, f"quote the version (\"{value}\") so YAML keeps it a string; "
+        # YAML reads 1.30 as the float 1.3 (and the engine passes "1.3"): a
+        # one-digit minor is what is left of x.y0, so suggest that.
+        text = str(value)
+        meant = f"{text}0" if re.fullmatch(r"1\.\d", text) else text
+        problems.bad(path, value, f"quote the version (\"{meant}\") so YAML keeps it a string; "
                                   f"allowed: {', '.join(EKS_VERSIONS)}")
         top.skip("kubernetesVersion")
         return DEFAULT_KUBERNETES_VERSION
-    return top.enum("kubernetesVersion", EKS_VERSIONS, DEFAULT_KUBERNETES_VERSION) or DEFAULT_KUBERNETES_VERSION
+    version = top.enum("kubernetesVersion", EKS_VERSIONS, DEFAULT_KUBERNETES_VERSION) or DEFAULT_KUBERNETES_VERSION
+    from components.spec.versions import CLUSTER_AUTOSCALER_IMAGE_TAGS
+
+    if version not in CLUSTER_AUTOSCALER_IMAGE_TAGS:
+        # The autoscaler's minor must match the cluster's (components.spec.versions).
+        problems.bad(path, version, "has no cluster-autoscaler release pinned; supported: "
+                                    f"{', '.join(CLUSTER_AUTOSCALER_IMAGE_TAGS)}")
+    return version
 
 
 def _prices(sec: Section) -> dict[str, float]:
@@ -438,6 +568,7 @@ def _pool(sec: Section) -> GpuPoolConfig | None:
     labels = sec.string_map("labels", key_pattern=_K8S_LABEL_KEY, key_what="a Kubernetes label key",
                             value_check=lambda v: None if re.fullmatch(_K8S_LABEL_VALUE, v)
                             else "must be a Kubernetes label value (at most 63 alphanumerics, -, _ or .)")
+    idle = sec.integer("idleMinutes", IDLE_MINUTES_DEFAULT, minimum=1, maximum=IDLE_MINUTES_MAX)
     sec.finish()
     if None in (name, instance, min_nodes, max_nodes, desired, capacity_type, efa, placement, root):
         return None
@@ -445,7 +576,7 @@ def _pool(sec: Section) -> GpuPoolConfig | None:
         name=name, instance_type=instance.name, min_nodes=min_nodes, desired_nodes=desired,
         max_nodes=max_nodes, capacity_type=capacity_type, capacity_reservation_id=reservation,
         efa=efa, placement_group=placement, root_volume_gib=root, local_nvme_raid0=bool(raid0),
-        fabric_test=bool(fabric_test), labels=labels,
+        fabric_test=bool(fabric_test), labels=labels, idle_minutes=idle or IDLE_MINUTES_DEFAULT,
     )
 
 
@@ -528,7 +659,7 @@ def _fsx(sec: Section) -> FsxConfig:
 
 
 def _jobs(top: Section, problems: Problems, pools: tuple[GpuPoolConfig, ...],
-          declared_pools: set[str] | None) -> tuple[JobConfig, ...]:
+          declared_pools: set[str] | None, prices: dict[str, float]) -> tuple[JobConfig, ...]:
     by_name = {p.name: p for p in pools}
     jobs = []
     for path, item in top.items("jobs"):
@@ -537,10 +668,18 @@ def _jobs(top: Section, problems: Problems, pools: tuple[GpuPoolConfig, ...],
             jobs.append((path, job))
     unique(problems, [(f"{p}.name", job.name) for p, job in jobs], "job name")
     from components.spec.jobsizing import fit_problem
+    from components.spec.teardown import MIN_DEADLINE_SECONDS, cost_deadline_seconds, job_price_per_hour
 
     for path, job in jobs:
-        if job.model is not None and (reason := fit_problem(job, by_name[job.pool])):
+        pool = by_name[job.pool]
+        if job.model is not None and (reason := fit_problem(job, pool)):
             problems.add(f"{path}.model", reason)
+        seconds = cost_deadline_seconds(job, pool, prices)
+        if seconds is not None and seconds < MIN_DEADLINE_SECONDS:
+            problems.bad(f"{path}.maxCostUsd", job.max_cost_usd,
+                         f"buys {seconds} s of {job.nodes} x {pool.instance_type} "
+                         f"(${job_price_per_hour(job, pool, prices):,.2f}/h); at least "
+                         f"{MIN_DEADLINE_SECONDS // 60} minutes' worth is needed")
     return tuple(job for _, job in jobs)
 
 
@@ -574,6 +713,16 @@ def _job(sec: Section, pools: dict[str, GpuPoolConfig], declared_pools: set[str]
               f"got {gpus}; {pool.instance_type} has {pool.instance.gpu_count} GPUs per node")
     mount = sec.string("mountPath", "/fsx", pattern=r"/[A-Za-z0-9._/-]*", allowed="an absolute path")
     restarts = sec.integer("maxRestarts", 3, minimum=0, maximum=100)
+    if launcher == "mpirun" and sec.has("maxRestarts"):
+        p.add(sec.key_path("maxRestarts"), "applies to launcher torchrun (the TrainJob's JobSet restarts); "
+                                           "an MPIJob retries with runPolicy.backoffLimit")
+    max_cost = sec.number("maxCostUsd", minimum=0, exclusive_minimum=True)
+    if launcher == "torchrun" and isinstance(sec.raw.get("runPolicy"), dict):
+        for key in ("cleanPodPolicy", "backoffLimit", "ttlSecondsAfterFinished"):
+            if key in sec.raw["runPolicy"]:
+                p.add(f"{sec.key_path('runPolicy')}.{key}",
+                      "applies to launcher mpirun (MPIJob) only; a torchrun TrainJob restarts with maxRestarts "
+                      "and its pods end with it")
     run_policy = _run_policy(sec.section("runPolicy"))
     model = _model(sec.section("model")) if sec.has("model") else None
     sec.skip("model")
@@ -582,7 +731,7 @@ def _job(sec: Section, pools: dict[str, GpuPoolConfig], declared_pools: set[str]
         return None
     return JobConfig(name=name, pool=pool.name, nodes=nodes, launcher=launcher, image=image,
                      command=command, env=env, gpus_per_node=gpus, model=model, run_policy=run_policy,
-                     max_restarts=restarts, mount_path=mount or "/fsx")
+                     max_restarts=restarts, mount_path=mount or "/fsx", max_cost_usd=max_cost)
 
 
 def _run_policy(sec: Section) -> RunPolicyConfig:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from components.spec.config import StackConfig, support_type
+from components.spec import catalog
+from components.spec.config import GpuPoolConfig, StackConfig, support_type
 
 # https://aws.amazon.com/eks/pricing/ (2026-12): per cluster-hour.
 EKS_STANDARD_PER_HOUR = 0.10
@@ -43,6 +44,11 @@ class CostEstimate:
     def max_per_hour(self) -> float:
         return round(sum(line.max_per_hour for line in self.lines), 4)
 
+    def to_dict(self) -> dict:
+        return {"min": self.min_per_hour, "max": self.max_per_hour,
+                "lines": [{"item": x.item, "minPerHour": x.min_per_hour, "maxPerHour": x.max_per_hour}
+                          for x in self.lines]}
+
 
 def fsx_per_hour(cfg: StackConfig) -> float:
     fsx = cfg.storage.fsx
@@ -51,10 +57,48 @@ def fsx_per_hour(cfg: StackConfig) -> float:
     return fsx.storage_capacity_gib * per_gb_month / HOURS_PER_MONTH
 
 
-def estimate(cfg: StackConfig) -> CostEstimate:
+def pool_line(pool: GpuPoolConfig, cfg: StackConfig, reserved_nodes: int | None) -> CostLine:
+    """A pool's cost at min and max scale, saying what the number assumes.
+
+    A reservation (On-Demand Capacity Reservation or Capacity Block) bills
+    every instance it holds whether a node runs or not, so at minimum scale
+    the pool costs at least the reservation: `reserved_nodes` from the
+    Capacity Block lookup, else (an ODCR, which has no invoke) maxNodes.
+    """
+    price = cfg.price(pool.instance_type)
+    notes = []
+    low = pool.min_nodes
+    if pool.capacity_reservation_id is not None:
+        held = reserved_nodes if reserved_nodes is not None else pool.max_nodes
+        low = max(low, held)
+        notes.append(f"reservation of {held} billed whether used or not"
+                     + ("" if reserved_nodes is not None else " (assumed maxNodes)"))
+        if pool.capacity_type == "CAPACITY_BLOCK" and pool.instance_type not in cfg.prices:
+            notes.append("Capacity Block price is set at purchase: on-demand rate shown")
+    if pool.capacity_type == "SPOT" and pool.instance_type not in cfg.prices:
+        notes.append("SPOT: on-demand rate shown, an upper bound")
+    notes += price_region_note(pool.instance_type, cfg)
+    note = f" ({'; '.join(notes)})" if notes else ""
+    return CostLine(f"GPU pool {pool.name} {pool.min_nodes}-{pool.max_nodes} x {pool.instance_type}{note}",
+                    low * price, pool.max_nodes * price)
+
+
+def price_region_note(instance_type: str, cfg: StackConfig) -> list[str]:
+    """Catalog prices are one region's list price: say so for a stack elsewhere."""
+    if instance_type in cfg.prices:
+        return []
+    region = catalog.get(instance_type).price_region
+    return [] if region == cfg.region else [f"{region} list price; {cfg.region} may differ, set gpucluster:prices"]
+
+
+def estimate(cfg: StackConfig, reserved_nodes: dict[str, int] | None = None,
+             zone_count: int | None = None) -> CostEstimate:
+    """`reserved_nodes`: the instance count of each pool's Capacity Block; `zone_count`: zones with
+    subnets (one more than azCount when EKS refuses the GPU zone)."""
     control_plane = (EKS_STANDARD_PER_HOUR if support_type(cfg.kubernetes_version) == "STANDARD"
                      else EKS_EXTENDED_PER_HOUR)
-    nats = cfg.network.az_count if cfg.network.nat_gateways == "perAz" else 1
+    zones = zone_count or cfg.network.az_count
+    nats = zones if cfg.network.nat_gateways == "perAz" else 1
     system = cfg.system_nodes.count * cfg.price(cfg.system_nodes.instance_type)
     lines = [
         CostLine(f"EKS control plane ({support_type(cfg.kubernetes_version).lower()} support)",
@@ -62,10 +106,7 @@ def estimate(cfg: StackConfig) -> CostEstimate:
         CostLine(f"NAT gateways x{nats}", nats * NAT_GATEWAY_PER_HOUR, nats * NAT_GATEWAY_PER_HOUR),
         CostLine(f"system nodes {cfg.system_nodes.count} x {cfg.system_nodes.instance_type}", system, system),
     ]
-    for pool in cfg.gpu_pools:
-        price = cfg.price(pool.instance_type)
-        lines.append(CostLine(f"GPU pool {pool.name} {pool.min_nodes}-{pool.max_nodes} x {pool.instance_type}",
-                              pool.min_nodes * price, pool.max_nodes * price))
+    lines += [pool_line(pool, cfg, (reserved_nodes or {}).get(pool.name)) for pool in cfg.gpu_pools]
     fsx = fsx_per_hour(cfg)
     lines.append(CostLine(f"FSx {cfg.storage.fsx.deployment_type} {cfg.storage.fsx.storage_capacity_gib} GiB", fsx, fsx))
     return CostEstimate(tuple(CostLine(line.item, round(line.min_per_hour, 4), round(line.max_per_hour, 4))

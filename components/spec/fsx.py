@@ -14,9 +14,13 @@ from components.spec.config import FSX_GIB_PER_TIB, FSX_PERSISTENT_2_THROUGHPUT,
 # FSx Lustre User Guide, "Linking your file system to an Amazon S3 bucket":
 # a data repository association can import and export every kind of change.
 DRA_EVENTS = ("NEW", "CHANGED", "DELETED")
-# FSx API Reference, CreateFileSystemLustreConfiguration.AutoImportPolicy
-# (the legacy, non-DRA link used on SCRATCH_2).
-SCRATCH_AUTO_IMPORT_POLICY = "NEW_CHANGED_DELETED"
+
+# FSx Lustre User Guide, "Lustre file system provisioning": about 10 minutes for
+# the file system and up to about 7 more for an S3 data repository association
+# (FACTS.md "Provisioning times"). Associations of one file system are made one
+# at a time: two at once fail (terraform-provider-aws #24678).
+FILE_SYSTEM_MINUTES = 10
+ASSOCIATION_MINUTES = 7
 
 # FSx Lustre User Guide, "File system access control with Amazon VPC":
 # Lustre (LNET) traffic on TCP 988 and 1018-1023, between clients and the
@@ -29,57 +33,42 @@ _CAPACITY_STEP_GIB = 2400
 
 
 @dataclass(frozen=True)
-class RepositoryLink:
-    """One S3 prefix linked to one file system directory."""
+class BucketLink:
+    """The one data repository association: the whole bucket at the file system's root.
 
-    role: str  # "datasets" | "checkpoints"
-    prefix: str  # S3 key prefix, e.g. "datasets/"
-    file_system_path: str  # e.g. "/datasets"
-    batch_import: bool  # import existing objects' metadata when the link is made
-
-
-def file_system_path(prefix: str) -> str:
-    """The directory an S3 prefix appears under: "datasets/" -> "/datasets".
-
-    The same layout on both deployment types, so a job reads
-    <mount>/datasets whether the stack runs SCRATCH_2 or PERSISTENT_2.
+    One association, not one per prefix: associations of a file system are
+    created one after another (a second one at the same time fails, and
+    each takes minutes), and an association at `/` must be the file
+    system's only one (CreateDataRepositoryAssociation, FileSystemPath). So
+    s3://<bucket>/datasets/x is <mount>/datasets/x and checkpoints written
+    to <mount>/checkpoints land in s3://<bucket>/checkpoints/, on SCRATCH_2
+    and PERSISTENT_2 alike (associations work on Lustre 2.12/2.15 file
+    systems of every deployment type but SCRATCH_1, with automatic export;
+    the legacy import/export path of SCRATCH_2 exports nothing by itself).
     """
+
+    file_system_path: str = "/"
+    # Import the metadata of what the bucket holds when the link is made: the
+    # datasets to train on and the checkpoints a previous stack left.
+    batch_import: bool = True
+
+    @staticmethod
+    def data_repository_path(bucket: str) -> str:
+        return s3_url(bucket)
+
+
+def directory(prefix: str) -> str:
+    """Where an S3 prefix appears under the mount: "datasets/" -> "/datasets"."""
     return "/" + prefix.rstrip("/")
-
-
-def repository_links(storage: StorageConfig) -> tuple[RepositoryLink, ...]:
-    """The data repository associations of a PERSISTENT_2 file system.
-
-    Both import existing metadata on creation: the datasets to train on and
-    the checkpoints to resume from (after a destroy/up cycle the retained
-    bucket still holds them; a fresh file system would show an empty
-    directory otherwise).
-    """
-    return (
-        RepositoryLink("datasets", storage.dataset_prefix, file_system_path(storage.dataset_prefix), True),
-        RepositoryLink("checkpoints", storage.checkpoint_prefix, file_system_path(storage.checkpoint_prefix), True),
-    )
 
 
 def s3_url(bucket: str, prefix: str = "") -> str:
     return f"s3://{bucket}/{prefix}"
 
 
-def scratch_paths(bucket: str) -> tuple[str, str]:
-    """(import_path, export_path) for the legacy S3 link of SCRATCH_2.
-
-    The legacy link maps the file system root to one import prefix and the
-    root to one export prefix; the export path must be in the import path's
-    bucket (FSx API Reference, CreateFileSystemLustreConfiguration.ExportPath),
-    but need not be under it. Importing datasets/ and exporting to
-    checkpoints/ would put the dataset files at the root in dev but under
-    /datasets in prod, and a new scratch file system would never see old
-    checkpoints. Linking the bucket root both ways (a 1:1 mapping) gives
-    the DRA layout of PERSISTENT_2: /datasets and /checkpoints mirror their
-    prefixes, and changed files are written back in place, as auto-export
-    does there.
-    """
-    return s3_url(bucket), s3_url(bucket)
+def time_to_ready_minutes(storage: StorageConfig) -> int:
+    """Minutes until the file system and its S3 link are usable (the link waits for the file system)."""
+    return FILE_SYSTEM_MINUTES + (ASSOCIATION_MINUTES if storage.s3_link else 0)
 
 
 @dataclass(frozen=True)

@@ -13,18 +13,25 @@ from dataclasses import dataclass
 
 from components.spec import catalog
 
-# Settings of the nccl-tests MPIJob for p5 in aws-samples/awsome-distributed-training
-# (micro-benchmarks/nccl-tests/kubernetes/nccl-tests.yaml; FACTS.md "Launcher settings
-# that work on EKS + EFA").
+# libfabric settings of the nccl-tests MPIJob for EFA (awslabs/awsome-distributed-ai,
+# the continuation of aws-samples/awsome-distributed-training, main after #1077
+# (2026-05): micro-benchmarks/nccl-tests/kubernetes/nccl-tests.yaml passes
+# FI_PROVIDER=efa, FI_EFA_FORK_SAFE=1 and NCCL_DEBUG=INFO). #1077 removed
+# NCCL_BUFFSIZE, NCCL_P2P_NET_CHUNKSIZE and NCCL_TUNER_PLUGIN on the AWS EFA
+# team's review: aws-ofi-nccl (1.16+) picks its tuner and those sizes itself,
+# and a tuner path set by hand goes stale between images.
 EFA_ENV: dict[str, str] = {
     "FI_PROVIDER": "efa",  # never let libfabric pick a slower provider (tcp, sockets)
     "FI_EFA_FORK_SAFE": "1",  # data loaders fork; libfabric must tolerate it
     "NCCL_DEBUG": "INFO",  # default so NET/OFI vs NET/Socket shows in the log; a job may lower it
-    "NCCL_BUFFSIZE": "8388608",
-    "NCCL_P2P_NET_CHUNKSIZE": "524288",
-    # aws-ofi-nccl's tuner, at the path the awsome-distributed-training image installs it
-    # (aws-ofi-nccl built with --prefix=/opt/aws-ofi-nccl/install in nccl-tests.Dockerfile).
-    "NCCL_TUNER_PLUGIN": "/opt/aws-ofi-nccl/install/lib/libnccl-ofi-tuner.so",
+}
+
+# PyTorch jobs (FACTS.md, awsome-distributed-training FSDP/Megatron on EKS): a
+# hung collective raises instead of blocking forever, and the caching allocator
+# fragments less over long runs.
+TORCH_ENV: dict[str, str] = {
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
+    "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
 }
 
 # Exclusion form: bootstrap over whatever interface the pod has, never loopback or
@@ -36,17 +43,6 @@ SOCKET_IFNAME_EXCLUDE = "^lo,docker"
 # aws-ofi-nccl enables it itself and the variable stays unset (FACTS.md,
 # awsome-distributed-training PyTorch examples).
 DEVICE_RDMA_FAMILIES = frozenset({"p4d", "p4de"})
-
-# Knobs users bring from older recipes (Horovod, TF 1.x, plain NCCL over sockets).
-# They are accepted in a job's env as plain overrides with no special meaning here:
-# merge_env lays them over the preset like any other key.
-CLASSIC_OVERRIDES = (
-    "NCCL_SOCKET_IFNAME",
-    "NCCL_IB_DISABLE",
-    "NCCL_BUFFSIZE",
-    "HOROVOD_FUSION_THRESHOLD",
-    "TF_ENABLE_AUTO_MIXED_PRECISION",
-)
 
 # nccl-report passes a run when its peak all_reduce bus bandwidth reaches this
 # share of the expected value: run-to-run spread on a healthy pair of nodes is a
@@ -80,17 +76,19 @@ _MEASURED["p4d.24xlarge"] = BusbwReference(78.0, 2 * GIB, False,
                                            "same fabric as p4de.24xlarge (4x 100 Gbps EFA)")
 
 
-def preset_env(instance_type: str, efa: bool = True) -> dict[str, str]:
-    """The NCCL/libfabric environment for `instance_type` (efa=False: a pool with EFA turned off).
+def preset_env(instance_type: str, efa: bool = True, torch: bool = False) -> dict[str, str]:
+    """The NCCL/libfabric environment for `instance_type` (efa=False: a pool with EFA turned off;
+    torch=True: a torchrun job, which also gets TORCH_ENV).
 
     KeyError if the type is not in the catalog.
     """
     itype = catalog.get(instance_type)
+    extra = dict(TORCH_ENV) if torch else {}
     if not itype.efa_supported or not efa:
         # Single-GPU or socket-only types: no libfabric at all, and NCCL_NET is not
         # forced, so NCCL uses its own socket (or no) transport.
-        return {"NCCL_SOCKET_IFNAME": SOCKET_IFNAME_EXCLUDE, "NCCL_DEBUG": "INFO"}
-    env = dict(EFA_ENV)
+        return {"NCCL_SOCKET_IFNAME": SOCKET_IFNAME_EXCLUDE, "NCCL_DEBUG": "INFO", **extra}
+    env = {**EFA_ENV, **extra}
     env["NCCL_SOCKET_IFNAME"] = SOCKET_IFNAME_EXCLUDE
     if itype.family in DEVICE_RDMA_FAMILIES:
         env["FI_EFA_USE_DEVICE_RDMA"] = "1"

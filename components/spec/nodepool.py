@@ -25,6 +25,11 @@ SYSTEM_NODE_LABEL = {"gpucluster.io/role": "system"}
 INSTANCE_TYPE_LABEL = "gpucluster.io/instance-type"
 GPU_MODEL_LABEL = "gpucluster.io/gpu-model"
 EFA_COUNT_LABEL = "gpucluster.io/efa-count"
+# The AWS provider's GPU label (cluster-autoscaler cloudprovider/aws/aws_cloud_provider.go
+# GPULabel): a node with it but no allocatable nvidia.com/gpu yet counts as
+# unready, so the autoscaler does not add more nodes while the device plugin
+# starts (kubernetes/autoscaler #1949).
+ACCELERATOR_LABEL = "k8s.amazonaws.com/accelerator"
 # The label the EFA device plugin's nodeSelector uses (aws/eks-charts
 # stable/aws-efa-k8s-device-plugin README; clowdhaus/aws-eks-efa-test).
 EFA_LABEL = "vpc.amazonaws.com/efa.present"
@@ -42,6 +47,11 @@ HUGEPAGES_2MI_COUNT = 5120 // 2
 
 AUTOSCALER_TAG_PREFIX = "k8s.io/cluster-autoscaler"
 NODE_TEMPLATE_PREFIX = f"{AUTOSCALER_TAG_PREFIX}/node-template"
+# Per-group override of --scale-down-unneeded-time, a Go duration (cluster-autoscaler
+# cloudprovider/aws/README.md and aws_manager.go at 1.35.2: the AWS provider reads
+# scaledownunneededtime, scaledownunreadytime, scaledownutilizationthreshold,
+# scaledowngpuutilizationthreshold and ignoredaemonsetsutilization; "3" fails to parse).
+IDLE_OPTION_TAG = f"{NODE_TEMPLATE_PREFIX}/autoscaling-options/scaledownunneededtime"
 
 USER_DATA_BOUNDARY = "GPUCLUSTER-BOUNDARY"
 
@@ -85,11 +95,23 @@ def node_labels(pool: GpuPoolConfig) -> dict[str, str]:
         POOL_LABEL: pool.name,
         INSTANCE_TYPE_LABEL: instance.name,
         GPU_MODEL_LABEL: instance.gpu_model or "",
+        ACCELERATOR_LABEL: accelerator(pool),
         EFA_COUNT_LABEL: str(efa_interfaces(pool)),
     }
     if pool.efa_enabled:
         labels[EFA_LABEL] = "true"
     return labels
+
+
+def accelerator(pool: GpuPoolConfig) -> str:
+    """The accelerator label's value, e.g. nvidia-h100 (the autoscaler only tests for the label)."""
+    return f"nvidia-{(pool.instance.gpu_model or 'gpu').lower()}"
+
+
+def go_duration(minutes: int) -> str:
+    """Minutes as a Go time.Duration string, the way the autoscaler prints them: 3 -> "3m0s"."""
+    hours, rest = divmod(minutes, 60)
+    return f"{hours}h{rest}m0s" if hours else f"{rest}m0s"
 
 
 def node_taints(pool: GpuPoolConfig) -> tuple[Taint, ...]:
@@ -120,6 +142,8 @@ def node_template_tags(pool: GpuPoolConfig) -> dict[str, str]:
     tags = {f"{NODE_TEMPLATE_PREFIX}/label/{k}": v for k, v in node_labels(pool).items()}
     tags.update({f"{NODE_TEMPLATE_PREFIX}/taint/{t.key}": f"{t.value}:{t.effect}" for t in node_taints(pool)})
     tags.update({f"{NODE_TEMPLATE_PREFIX}/resources/{k}": v for k, v in node_resources(pool).items()})
+    # An idle GPU node goes after idleMinutes, not the autoscaler's 10-minute default.
+    tags[IDLE_OPTION_TAG] = go_duration(pool.idle_minutes)
     return tags
 
 

@@ -268,18 +268,50 @@ def check_cidr(value: str) -> str | None:
     try:
         ipaddress.IPv4Network(value, strict=True)
     except ValueError as exc:
-        return f"must be an IPv4 CIDR block such as 203.0.113.0/24 ({exc})"
+        return f"must be an IPv4 CIDR block such as 10.0.0.0/16 ({exc})"
     return None
 
+
+# RFC 5737: reserved for documentation, never routed. EKS rejects them in
+# publicAccessCidrs, and nobody deploys from one.
+DOCUMENTATION_RANGES = tuple(ipaddress.IPv4Network(n) for n in ("192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24"))
+
+
+def check_public_cidr(value: str) -> str | None:
+    """A CIDR the public EKS endpoint can see traffic from: public, not a documentation range."""
+    reason = check_cidr(value)
+    if reason:
+        return reason
+    net = ipaddress.IPv4Network(value)
+    if any(net.overlaps(doc) for doc in DOCUMENTATION_RANGES):
+        return ("is a documentation-only range (RFC 5737) that EKS rejects; use the address you deploy from "
+                "(`curl -s https://checkip.amazonaws.com`, as a /32)")
+    if net.prefixlen and (net.is_private or net.is_reserved or net.is_multicast or net.is_loopback
+                          or net.is_link_local):
+        return ("is not a public range; the public endpoint only sees public source addresses "
+                "(EKS rejects private and reserved ranges here)")
+    return None
+
+
+# AWS's documentation example accounts: a principal there is a copied example.
+EXAMPLE_ACCOUNTS = ("123456789012", "111122223333", "444455556666")
 
 # https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_identifiers.html#identifiers-arns
 _IAM_PRINCIPAL_ARN = r"arn:aws(-cn|-us-gov)?:iam::\d{12}:(role|user)(/[\w+=,.@-]+)*/[\w+=,.@-]{1,128}"
 
 
 def check_principal_arn(value: str) -> str | None:
-    if re.fullmatch(_IAM_PRINCIPAL_ARN, value):
-        return None
-    return "must be an IAM role or user ARN, arn:aws:iam::<12-digit account>:role/<name> or :user/<name>"
+    """An IAM role or user ARN. Any account is valid (EKS access entries take
+    principals of other accounts); whether it exists is preflight's question."""
+    if not re.fullmatch(_IAM_PRINCIPAL_ARN, value):
+        if ":sts::" in value and ":assumed-role/" in value:
+            return ("is a session (assumed-role) ARN; give the role's IAM ARN, arn:aws:iam::<account>:role/<name> "
+                    "(`python -m bootstrap whoami` prints it)")
+        return "must be an IAM role or user ARN, arn:aws:iam::<12-digit account>:role/<name> or :user/<name>"
+    account = value.split(":")[4]
+    if account in EXAMPLE_ACCOUNTS:
+        return f"is in {account}, an AWS documentation example account; use a role of your own account"
+    return None
 
 
 def unique(problems: Problems, entries: list[tuple[str, str | None]], what: str) -> None:

@@ -1,74 +1,111 @@
-"""Choosing the availability zones: one GPU zone plus enough for EKS.
+"""Choosing the availability zones: one GPU zone, and the zones of the cluster's subnets.
 
 EFA does not cross zones, so every GPU pool and the file system live in a
-single zone. `choose_zones` is pure; `lookup_zones` asks AWS which zones
-exist and which offer each pool's instance type.
+single zone. Zone *names* map to physical zones differently in every
+account; zone *IDs* do not, and EKS refuses some IDs for the cluster's
+subnets. Pure: `components.lookups.lookup_zones` asks AWS and calls
+`choose_zones`.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
-from components.spec.config import StackConfig
 from components.spec.validation import ConfigError, Problem
 
 GPU_AZ_KEY = "gpucluster:gpuAvailabilityZone"
+AZ_COUNT_KEY = "gpucluster:network.azCount"
+
+# EKS User Guide, "View Amazon EKS networking requirements for VPC and
+# subnets" (network-reqs): CreateCluster fails for subnets in these zone IDs
+# ("UnsupportedAvailabilityZoneException"). Nodes may still run there.
+EKS_UNSUPPORTED_ZONE_IDS = frozenset({"use1-az3", "usw1-az2", "cac1-az3"})
+
+ZONE_ID_PATTERN = r"[a-z]{2,4}\d-az\d+"  # use1-az6, apne1-az4, usgw1-az1
+
+
+@dataclass(frozen=True)
+class Zone:
+    name: str  # us-east-1a: this account's label
+    zone_id: str  # use1-az6: the physical zone, the same in every account
+
+    @property
+    def eks_supported(self) -> bool:
+        return self.zone_id not in EKS_UNSUPPORTED_ZONE_IDS
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.zone_id})"
 
 
 @dataclass(frozen=True)
 class ZonePlan:
     gpu_zone: str
-    zones: tuple[str, ...]  # the GPU zone first
+    # Every zone that gets subnets, the GPU zone first.
+    zones: tuple[str, ...]
+    # The zones of the subnets handed to EKS (control plane and system nodes):
+    # never a zone ID that EKS refuses. The GPU zone is among them unless EKS refuses it.
+    cluster_zones: tuple[str, ...]
+    zone_ids: dict[str, str]  # name -> ID, for every zone in `zones`
+
+    def describe(self) -> list[dict[str, object]]:
+        """Each zone with its ID and what it holds (for the plan)."""
+        return [{"name": z, "zoneId": self.zone_ids[z], "gpu": z == self.gpu_zone,
+                 "cluster": z in self.cluster_zones} for z in self.zones]
 
 
-def choose_zones(available: list[str], offered: dict[str, set[str]], requested: str | None,
+def _resolve(requested: str, available: list[Zone]) -> Zone | None:
+    """A zone given by name (us-east-1a) or by ID (use1-az6)."""
+    key = "zone_id" if re.fullmatch(ZONE_ID_PATTERN, requested) else "name"
+    return next((z for z in available if getattr(z, key) == requested), None)
+
+
+def choose_zones(available: list[Zone], offered: dict[str, set[str]], requested: str | None,
                  count: int) -> ZonePlan:
-    """Pick the GPU zone (requested, else the first offering every type) and `count` zones.
+    """The GPU zone (requested, else the first offering every pool's type) and `count` cluster zones.
 
-    `offered` maps each GPU instance type to the zones that offer it.
+    `offered` maps each GPU instance type to the zone names that offer it.
+    A GPU zone whose ID EKS refuses still gets the GPU subnets, but the
+    cluster's subnets are `count` other zones.
     """
     problems = []
-    if count > len(available):
-        problems.append(Problem("gpucluster:network.azCount",
-                                f"got {count}; the region has {len(available)} zones: {', '.join(available)}"))
+    supported = [z for z in available if z.eks_supported]
+    refused = [z for z in available if not z.eks_supported]
+    if count > len(supported):
+        note = f"; EKS refuses {', '.join(map(str, refused))}" if refused else ""
+        problems.append(Problem(AZ_COUNT_KEY, f"got {count}; the region has {len(supported)} zones EKS accepts: "
+                                              f"{', '.join(map(str, supported))}{note}"))
+    gpu: Zone | None = None
     if requested is not None:
-        if requested not in available:
-            problems.append(Problem(GPU_AZ_KEY, f"got {requested!r}; available zones: {', '.join(available)}"))
-        for itype, zones in sorted(offered.items()):
-            if requested in available and requested not in zones:
-                problems.append(Problem(GPU_AZ_KEY, f"got {requested!r}, which does not offer {itype}; "
-                                                    f"zones offering it: {', '.join(sorted(zones)) or 'none'}"))
-        gpu_zone = requested
+        gpu = _resolve(requested, available)
+        if gpu is None:
+            problems.append(Problem(GPU_AZ_KEY, f"got {requested!r}; available zones: "
+                                                f"{', '.join(map(str, available))}"))
+        else:
+            other = gpu.zone_id if requested == gpu.name else gpu.name
+            for itype, zones in sorted(offered.items()):
+                if gpu.name not in zones:
+                    problems.append(Problem(GPU_AZ_KEY, f"got {requested!r} ({other}), which does not offer {itype}; "
+                                                        f"zones offering it: {_names(available, zones)}"))
     else:
-        common = [z for z in available if all(z in zones for zones in offered.values())]
+        common = [z for z in available if all(z.name in zones for zones in offered.values())]
+        # A zone EKS accepts saves a subnet pair; a refused one still serves GPUs.
+        common.sort(key=lambda z: not z.eks_supported)
         if not common:
-            detail = "; ".join(f"{t}: {', '.join(sorted(z)) or 'none'}" for t, z in sorted(offered.items()))
+            detail = "; ".join(f"{t}: {_names(available, z)}" for t, z in sorted(offered.items()))
             problems.append(Problem(GPU_AZ_KEY, f"no zone of the region offers every GPU pool's type ({detail}); "
                                                 "split the pools across stacks or change a type"))
-            gpu_zone = available[0] if available else ""
         else:
-            gpu_zone = common[0]
+            gpu = common[0]
     if problems:
         raise ConfigError(problems)
-    rest = [z for z in available if z != gpu_zone]
-    return ZonePlan(gpu_zone=gpu_zone, zones=(gpu_zone, *rest[: count - 1]))
+    assert gpu is not None
+    cluster = ([gpu] if gpu.eks_supported else []) + [z for z in supported if z != gpu]
+    cluster = cluster[:count]
+    zones = [gpu, *(z for z in cluster if z != gpu)]
+    return ZonePlan(gpu_zone=gpu.name, zones=tuple(z.name for z in zones),
+                    cluster_zones=tuple(z.name for z in cluster), zone_ids={z.name: z.zone_id for z in zones})
 
 
-def lookup_zones(cfg: StackConfig) -> ZonePlan:
-    """Ask AWS (invokes, no resources) and choose; raises ConfigError."""
-    import pulumi_aws as aws
-
-    available = aws.get_availability_zones(
-        state="available",
-        filters=[{"name": "opt-in-status", "values": ["opt-in-not-required"]}],
-    ).names
-    types = sorted({p.instance_type for p in cfg.gpu_pools})
-    offered: dict[str, set[str]] = {t: set() for t in types}
-    if types:
-        result = aws.ec2.get_instance_type_offerings(
-            location_type="availability-zone",
-            filters=[{"name": "instance-type", "values": types}],
-        )
-        for zone, itype in zip(result.locations, result.instance_types):
-            offered.setdefault(itype, set()).add(zone)
-    return choose_zones(list(available), offered, cfg.gpu_availability_zone, cfg.network.az_count)
+def _names(available: list[Zone], names: set[str]) -> str:
+    return ", ".join(str(z) for z in available if z.name in names) or "none"

@@ -1,0 +1,72 @@
+"""ClusterAutoscaler: scales the GPU pools up from zero for pending jobs and back down when idle.
+
+The upstream chart (pinned in components.spec.versions) on the system
+nodes, with AWS access through an EKS Pod Identity association whose role
+may change only this cluster's Auto Scaling groups. Values, flags and the
+policy are pure functions in components.spec.autoscaling.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from components import iam
+from components.spec import autoscaling
+from components.spec import versions as v
+from components.spec.config import GpuPoolConfig
+from components.spec.nodepool import SYSTEM_NODE_LABEL
+
+
+@dataclass(frozen=True)
+class ClusterAutoscalerArgs:
+    cluster_name: str
+    cluster: pulumi.Input[str]  # the EKS cluster's name output: the association waits for the cluster
+    region: str
+    account_id: str
+    partition: str
+    kubernetes_version: str
+    pools: Sequence[GpuPoolConfig]
+    provider: k8s.Provider
+    # The system nodes to run on and the Pod Identity agent that hands out the role.
+    depends_on: Sequence[pulumi.Resource] = field(default_factory=tuple)
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+class ClusterAutoscaler(pulumi.ComponentResource):
+    """cluster-autoscaler (Helm) with a least-privilege Pod Identity role."""
+
+    release: k8s.helm.v3.Release
+
+    def __init__(self, name: str, args: ClusterAutoscalerArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpucluster:index:ClusterAutoscaler", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        role, _ = iam.service_role(f"{name}-role", "pods.eks.amazonaws.com", [], args.tags, self)
+        policy = aws.iam.RolePolicy(
+            f"{name}-role-policy", role=role.name,
+            policy=autoscaling.iam_policy(args.cluster_name, args.account_id, args.region, args.partition),
+            opts=child)
+        association = aws.eks.PodIdentityAssociation(
+            f"{name}-pod-identity", cluster_name=args.cluster, namespace=autoscaling.NAMESPACE,
+            service_account=autoscaling.SERVICE_ACCOUNT, role_arn=role.arn, tags=args.tags,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[policy]))
+        self.release = k8s.helm.v3.Release(
+            f"{name}-release",
+            name=autoscaling.RELEASE_NAME,
+            chart=v.CLUSTER_AUTOSCALER_CHART,
+            version=v.CLUSTER_AUTOSCALER_CHART_VERSION,
+            repository_opts={"repo": v.CLUSTER_AUTOSCALER_CHART_REPO},
+            namespace=autoscaling.NAMESPACE,
+            values=autoscaling.helm_values(args.cluster_name, args.region, args.kubernetes_version, args.pools,
+                                           SYSTEM_NODE_LABEL),
+            # The pod must find its role the moment it starts: IMDS is out of
+            # reach (hop limit 1), so without the association it has no credentials.
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider,
+                                        depends_on=[association, *args.depends_on]),
+        )
+        self.register_outputs({"roleArn": role.arn, "release": self.release.name,
+                               "image": f"{v.CLUSTER_AUTOSCALER_IMAGE}:{autoscaling.image_tag(args.kubernetes_version)}"})

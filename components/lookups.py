@@ -1,0 +1,98 @@
+"""What the program asks AWS before it registers anything (invokes only, no resources).
+
+Every answer that can make the config unusable (a zone that does not
+offer a pool's type, a Capacity Block in another zone) is turned into
+config problems here, so a bad stack stops before the first resource.
+The choices themselves are pure functions in components.spec.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi_aws as aws
+
+from components.spec.config import GpuPoolConfig, StackConfig
+from components.spec.validation import Problem
+from components.spec.zones import Zone, ZonePlan, choose_zones
+
+
+def lookup_zones(cfg: StackConfig) -> ZonePlan:
+    """The region's zones (names and IDs) and which offer each pool's type; raises ConfigError."""
+    result = aws.get_availability_zones(
+        state="available",
+        # Regular zones only: Local Zones and Wavelength Zones need an opt-in.
+        filters=[{"name": "opt-in-status", "values": ["opt-in-not-required"]}],
+    )
+    available = [Zone(name, zone_id) for name, zone_id in zip(result.names, result.zone_ids)]
+    types = sorted({p.instance_type for p in cfg.gpu_pools})
+    offered: dict[str, set[str]] = {t: set() for t in types}
+    if types:
+        offerings = aws.ec2.get_instance_type_offerings(
+            location_type="availability-zone",
+            filters=[{"name": "instance-type", "values": types}],
+        )
+        for zone, itype in zip(offerings.locations, offerings.instance_types):
+            offered.setdefault(itype, set()).add(zone)
+    return choose_zones(available, offered, cfg.gpu_availability_zone, cfg.network.az_count)
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """What a Capacity Block reserves (ec2.get_capacity_block_reservation)."""
+
+    availability_zone: str
+    instance_type: str
+    instance_count: int
+
+
+def lookup_capacity_blocks(cfg: StackConfig) -> dict[str, Reservation]:
+    """The Capacity Block of every CAPACITY_BLOCK pool, by pool name.
+
+    pulumi-aws has an invoke for Capacity Blocks only; an On-Demand Capacity
+    Reservation has none, so a targeted ODCR is checked by preflight instead.
+    """
+    out = {}
+    for pool in cfg.gpu_pools:
+        if pool.capacity_type == "CAPACITY_BLOCK":
+            block = aws.ec2.get_capacity_block_reservation(id=pool.capacity_reservation_id)
+            out[pool.name] = Reservation(block.availability_zone, block.instance_type, int(block.instance_count))
+    return out
+
+
+def reservation_problems(pool: GpuPoolConfig, availability_zone: str, reservation: Reservation) -> list[Problem]:
+    """A reservation outside the GPU zone (or for another type) can never launch a node.
+
+    Found before anything registers: otherwise it fails only at scale-up,
+    long after `pulumi up` said it succeeded.
+    """
+    path = f"gpucluster:gpuPools[name={pool.name}].capacityReservationId"
+    problems = []
+    if reservation.availability_zone != availability_zone:
+        problems.append(Problem(path, f"{pool.capacity_reservation_id} is in {reservation.availability_zone}, but "
+                                      f"the GPU zone is {availability_zone}; set gpucluster:gpuAvailabilityZone to "
+                                      f"{reservation.availability_zone} or use a reservation in {availability_zone}"))
+    if reservation.instance_type != pool.instance_type:
+        problems.append(Problem(path, f"{pool.capacity_reservation_id} reserves {reservation.instance_type}, "
+                                      f"not the pool's {pool.instance_type}"))
+    return problems
+
+
+def log_group_exists(name: str) -> bool:
+    """Whether a CloudWatch log group of exactly this name exists (EKS re-creates its own, see Cluster)."""
+    result = aws.cloudwatch.get_log_groups(log_group_name_prefix=name)
+    return name in (result.log_group_names or [])
+
+
+def warn_if_deployer_is_not_admin(caller_arn: str, admins: tuple[str, ...]) -> None:
+    """A warning, never a resource: who runs pulumi does not change the access entries.
+
+    The Kubernetes provider acts as the caller, so a caller outside
+    adminPrincipalArns gets Unauthorized on every Kubernetes resource.
+    """
+    import pulumi
+
+    issuer = aws.iam.get_session_context(arn=caller_arn).issuer_arn
+    if issuer not in admins:
+        pulumi.log.warn(f"the deploying identity {issuer} is not in gpucluster:adminPrincipalArns; the Kubernetes "
+                        "provider acts as it and will be refused unless it is added there")

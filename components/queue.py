@@ -1,0 +1,76 @@
+"""Queue: Kueue, so a multi-node job starts with all its nodes or waits its turn.
+
+The upstream chart (pinned in components.spec.versions) on the system
+nodes, then the ResourceFlavors, the ClusterQueue, the training
+namespace's LocalQueue and the WorkloadPriorityClasses of
+components.spec.queueing. Kueue's webhooks reject these objects until the
+release is ready, and its finalizers hold them until Kueue removes them:
+they are created after the release and, on destroy, deleted before it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.k8s_object import KubernetesObject
+from components.spec import queueing
+from components.spec import versions as v
+from components.spec.config import GpuPoolConfig, SystemNodesConfig
+
+
+@dataclass(frozen=True)
+class QueueArgs:
+    pools: Sequence[GpuPoolConfig]
+    system_nodes: SystemNodesConfig
+    namespace: str  # the training namespace
+    namespace_resource: pulumi.Resource
+    provider: k8s.Provider
+    # The operators first: Kueue sets up its MPIJob and TrainJob integrations
+    # for the CRDs it finds (it polls for late ones, but in order is simpler).
+    depends_on: Sequence[pulumi.Resource] = field(default_factory=tuple)
+
+
+class Queue(pulumi.ComponentResource):
+    """Kueue (Helm) and the queue objects jobs are admitted through."""
+
+    release: k8s.helm.v3.Release
+    cluster_queue_name: str
+    local_queue_name: str
+
+    def __init__(self, name: str, args: QueueArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpucluster:index:Queue", name, None, opts)
+        k8s_opts = dict(parent=self, provider=args.provider)
+        namespace = k8s.core.v1.Namespace(
+            f"{name}-kueue-ns", metadata={"name": queueing.NAMESPACE, "labels": {"app.kubernetes.io/part-of": "gpucluster"}},
+            opts=pulumi.ResourceOptions(**k8s_opts, depends_on=list(args.depends_on)))
+        self.release = k8s.helm.v3.Release(
+            f"{name}-kueue",
+            name="kueue",
+            chart=v.KUEUE_CHART,
+            version=v.KUEUE_CHART_VERSION,
+            namespace=queueing.NAMESPACE,
+            values=queueing.helm_values(),
+            opts=pulumi.ResourceOptions(**k8s_opts, depends_on=[namespace, *args.depends_on]),
+        )
+
+        def custom(res_name: str, obj: dict, depends_on: list[pulumi.Resource], **extra) -> KubernetesObject:
+            return KubernetesObject(res_name, obj, pulumi.ResourceOptions(
+                **k8s_opts, depends_on=[self.release, *depends_on], **extra))
+
+        flavors = [custom(f"{name}-flavor-{f['metadata']['name']}", f, [])
+                   for f in queueing.resource_flavors(args.pools)]
+        cluster_queue = custom(f"{name}-cluster-queue",
+                               queueing.cluster_queue(args.pools, args.system_nodes, args.namespace), flavors)
+        # spec.clusterQueue is immutable (LocalQueue CRD): a new one replaces it.
+        custom(f"{name}-local-queue", queueing.local_queue(args.namespace), [cluster_queue, args.namespace_resource],
+               replace_on_changes=["spec.clusterQueue"], delete_before_replace=True)
+        for wpc in queueing.priority_classes():
+            custom(f"{name}-priority-{wpc['metadata']['name']}", wpc, [])
+        self.cluster_queue_name = queueing.CLUSTER_QUEUE
+        self.local_queue_name = queueing.LOCAL_QUEUE
+        self.register_outputs({"clusterQueue": self.cluster_queue_name, "localQueue": self.local_queue_name,
+                               "kueueChartVersion": v.KUEUE_CHART_VERSION})

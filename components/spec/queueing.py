@@ -1,0 +1,229 @@
+"""Kueue: all-or-nothing admission of jobs against the pools' capacity (pure).
+
+One ResourceFlavor per GPU pool and one for the system nodes (the MPIJob
+launcher is a pod set Kueue counts too), one ClusterQueue whose quotas are
+the pools' capacity, a LocalQueue in the training namespace, and two
+WorkloadPriorityClasses. Field names are Kueue v0.19.2's v1beta2 API
+(../shared/schemas/kueue.x-k8s.io_*.yaml; apis/config/v1beta2 for the
+manager configuration).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import yaml
+
+from components.spec import namespaces, nodepool, workers
+from components.spec import versions as v
+from components.spec.config import GpuPoolConfig, SystemNodesConfig
+from components.spec.nodepool import SYSTEM_NODE_LABEL
+
+API_VERSION = "kueue.x-k8s.io/v1beta2"
+NAMESPACE = namespaces.KUEUE
+CLUSTER_QUEUE = "gpucluster"
+LOCAL_QUEUE = "gpu"
+SYSTEM_FLAVOR = "system"
+
+# Labels Kueue reads on the job object itself (pkg/controller/constants/constants.go).
+# The CRDs the kueue chart installs (charts/kueue/templates/crd/ at v0.19.2).
+CHART_CRDS = tuple(f"{plural}.kueue.x-k8s.io" for plural in (
+    "admissionchecks", "clusterqueues", "cohorts", "localqueues", "multikueueclusters", "multikueueconfigs",
+    "provisioningrequestconfigs", "resourceflavors", "topologies", "workloadpriorityclasses", "workloads"))
+
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+# Seconds a workload may stay admitted, summed over admit/evict cycles; then
+# it is deactivated, not requeued. An integer >= 1, as a string.
+MAX_EXEC_TIME_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
+
+# The fabric test goes first on fresh nodes; training jobs queue behind it.
+# No preemption: a higher priority only orders the queue, it never evicts a
+# running job.
+PRIORITY_CLASSES = {
+    "gpucluster-fabric-test": (1000, "nccl-tests over fresh nodes: runs before training jobs queued with it"),
+    "gpucluster-training": (100, "training jobs, first come first served within the pools' capacity"),
+}
+FABRIC_TEST_PRIORITY = "gpucluster-fabric-test"
+TRAINING_PRIORITY = "gpucluster-training"
+
+# Launchers only start processes: half the system nodes is room for many.
+SYSTEM_SHARE_FOR_LAUNCHERS = 0.5
+
+# waitForPodsReady: an admitted job whose pods are not all ready in time is
+# evicted, its pods deleted (the autoscaler then removes the idle nodes) and
+# requeued with backoff, instead of holding the nodes that did arrive. The
+# timeout must outlast a scale-up from zero: node provisioning (the
+# autoscaler's max-node-provision-time, 25 min) plus a multi-GB image pull.
+PODS_READY_TIMEOUT = "40m"
+# After a running job loses a pod (a node failed), this long for a replacement.
+PODS_READY_RECOVERY_TIMEOUT = "30m"
+# Five attempts, then the workload is deactivated for a person to look at
+# (null would requeue forever, each attempt billing the nodes that arrive).
+REQUEUE_LIMIT = 5
+
+# The chart's default integrations (charts/kueue/values.yaml at v0.19.2): the
+# manager configuration string replaces the chart's whole default, so the list
+# is repeated. kubeflow.org/mpijob and trainer.kubeflow.org/trainjob are ours.
+INTEGRATIONS = (
+    "batch/job",
+    "kubeflow.org/mpijob",
+    "ray.io/rayjob",
+    "ray.io/rayservice",
+    "ray.io/raycluster",
+    "jobset.x-k8s.io/jobset",
+    "workload.codeflare.dev/appwrapper",
+    "trainer.kubeflow.org/trainjob",
+    "pod",
+    "deployment",
+    "statefulset",
+    "leaderworkerset.x-k8s.io/leaderworkerset",
+)
+
+
+def manager_config() -> dict[str, Any]:
+    """The chart's default Configuration (values.yaml managerConfig) plus waitForPodsReady.
+
+    v1beta2 decodes strictly: waitForPodsReady has no `enable` field (it is
+    on whenever present, and by default since v0.19).
+    """
+    return {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "health": {"healthProbeBindAddress": ":8081"},
+        "metrics": {"bindAddress": ":8443"},
+        "webhook": {"port": 9443},
+        "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
+        "controller": {"groupKindConcurrency": {
+            "Job.batch": 5, "Pod": 5, "Workload.kueue.x-k8s.io": 10, "LocalQueue.kueue.x-k8s.io": 5,
+            "ClusterQueue.kueue.x-k8s.io": 5, "ResourceFlavor.kueue.x-k8s.io": 1}},
+        "clientConnection": {"qps": 300, "burst": 500},
+        "waitForPodsReady": {
+            "timeout": PODS_READY_TIMEOUT,
+            "recoveryTimeout": PODS_READY_RECOVERY_TIMEOUT,
+            # One job at a time between admission and all pods ready: when GPU
+            # capacity is short, two half-started jobs would each hold nodes
+            # the other needs until both time out.
+            "blockAdmission": True,
+            "requeuingStrategy": {"timestamp": "Eviction", "backoffLimitCount": REQUEUE_LIMIT,
+                                  "backoffBaseSeconds": 60, "backoffMaxSeconds": 3600},
+        },
+        "integrations": {"frameworks": list(INTEGRATIONS)},
+    }
+
+
+def helm_values() -> dict[str, Any]:
+    """Values of the kueue chart 0.19.2 (controllerManager.manager.image, controllerManager.nodeSelector,
+    managerConfig.controllerManagerConfigYaml: values.yaml keys at v0.19.2)."""
+    return {
+        "controllerManager": {
+            "replicas": 1,
+            "manager": {"image": {"repository": v.KUEUE_IMAGE, "tag": v.KUEUE_IMAGE_TAG,
+                                  "pullPolicy": "IfNotPresent"}},
+            "nodeSelector": dict(SYSTEM_NODE_LABEL),
+        },
+        "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(manager_config(), sort_keys=False)},
+    }
+
+
+def flavor_name(pool: GpuPoolConfig) -> str:
+    return f"pool-{pool.name}"
+
+
+def covered_resources(pools: Sequence[GpuPoolConfig]) -> list[str]:
+    """Every resource a pod of ours requests: Kueue's default quota check
+    (BlockUndeclared) never admits a workload asking for an uncovered one."""
+    resources = ["cpu", "memory", nodepool.GPU_RESOURCE]
+    if any(p.efa_enabled for p in pools):
+        resources += [nodepool.EFA_RESOURCE, nodepool.HUGEPAGES_RESOURCE]
+    return resources
+
+
+def _scaled(quantity: str, factor: int) -> str:
+    """"153600m" x 16 -> "2457600m"; "5120Mi" x 2 -> "10240Mi"; "8" x 4 -> "32"."""
+    number = quantity.rstrip("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    return f"{int(number) * factor}{quantity[len(number):]}"
+
+
+def pool_quota(pool: GpuPoolConfig, resources: Sequence[str]) -> dict[str, str]:
+    """The pool at maxNodes: what its workers request per node, times maxNodes (0 where it offers none)."""
+    per_node = workers.worker_resources(pool, pool.instance.gpu_count)["requests"]
+    return {r: _scaled(per_node[r], pool.max_nodes) if r in per_node else "0" for r in resources}
+
+
+def system_quota(system: SystemNodesConfig, resources: Sequence[str]) -> dict[str, str]:
+    """Room on the system nodes for MPIJob launchers (cpu and memory only)."""
+    from components.spec import catalog
+
+    node = catalog.get(system.instance_type)
+    cores = int(system.count * node.vcpus * SYSTEM_SHARE_FOR_LAUNCHERS * 1000)
+    memory = int(system.count * node.memory_gib * SYSTEM_SHARE_FOR_LAUNCHERS)
+    amounts = {"cpu": f"{cores}m", "memory": f"{memory}Gi"}
+    return {r: amounts.get(r, "0") for r in resources}
+
+
+def resource_flavors(pools: Sequence[GpuPoolConfig]) -> list[dict[str, Any]]:
+    """One flavor per pool: its node labels and its taint's toleration, which Kueue
+    adds to the pods it admits (ResourceFlavor nodeLabels, tolerations); and the system nodes."""
+    flavors = [{"apiVersion": API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": SYSTEM_FLAVOR},
+                "spec": {"nodeLabels": dict(SYSTEM_NODE_LABEL)}}]
+    for pool in pools:
+        flavors.append({
+            "apiVersion": API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": flavor_name(pool)},
+            "spec": {"nodeLabels": {nodepool.POOL_LABEL: pool.name},
+                     "tolerations": [t.toleration() for t in nodepool.node_taints(pool)]},
+        })
+    return flavors
+
+
+def cluster_queue(pools: Sequence[GpuPoolConfig], system: SystemNodesConfig, namespace: str,
+                  stop_policy: str = "None") -> dict[str, Any]:
+    """The one ClusterQueue: quotas = the pools' capacity, jobs from the training namespace only.
+
+    The system flavor comes first: a launcher (cpu and memory, nodeSelector
+    role=system) fits it; a worker's pool nodeSelector does not match it,
+    and it has no GPUs, so workers go to their pool's flavor. Each flavor
+    lists every covered resource, in the same order (CRD rule).
+    """
+    resources = covered_resources(pools)
+
+    def flavor(name: str, quota: dict[str, str]) -> dict[str, Any]:
+        return {"name": name, "resources": [{"name": r, "nominalQuota": quota[r]} for r in resources]}
+
+    return {
+        "apiVersion": API_VERSION, "kind": "ClusterQueue", "metadata": {"name": CLUSTER_QUEUE},
+        "spec": {
+            # A missing selector admits no namespace at all (CRD: "Defaults to null
+            # which is a nothing selector").
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+            # A job that does not fit yet does not block smaller ones behind it.
+            "queueingStrategy": "BestEffortFIFO",
+            "stopPolicy": stop_policy,
+            "resourceGroups": [{
+                "coveredResources": resources,
+                "flavors": [flavor(SYSTEM_FLAVOR, system_quota(system, resources)),
+                            *(flavor(flavor_name(p), pool_quota(p, resources)) for p in pools)],
+            }],
+        },
+    }
+
+
+def local_queue(namespace: str) -> dict[str, Any]:
+    return {"apiVersion": API_VERSION, "kind": "LocalQueue",
+            "metadata": {"name": LOCAL_QUEUE, "namespace": namespace},
+            "spec": {"clusterQueue": CLUSTER_QUEUE}}
+
+
+def priority_classes() -> list[dict[str, Any]]:
+    # value and description are top-level fields, not spec (CRD v1beta2).
+    return [{"apiVersion": API_VERSION, "kind": "WorkloadPriorityClass", "metadata": {"name": name},
+             "value": value, "description": text} for name, (value, text) in PRIORITY_CLASSES.items()]
+
+
+def workload_labels(priority: str, deadline_seconds: int | None) -> dict[str, str]:
+    """What a job needs on its own metadata to be queued (Kueue suspends it until admitted)."""
+    labels = {QUEUE_LABEL: LOCAL_QUEUE, PRIORITY_LABEL: priority}
+    if deadline_seconds is not None:
+        labels[MAX_EXEC_TIME_LABEL] = str(deadline_seconds)
+    return labels

@@ -1,0 +1,170 @@
+"""Kubeflow Trainer v2 for torchrun: chart values, our ClusterTrainingRuntimes, TrainJobs (pure).
+
+Field names are Trainer v2.3.0's (pkg/apis/trainer/v1alpha1 and
+../shared/schemas/trainer.kubeflow.org_*.yaml):
+
+- mlPolicy.torch keeps only envInjection since v2.2 (#3239 removed
+  numProcPerNode there); processes per node are the TrainJob's
+  trainer.numProcPerNode (an int32), restarts the runtime's JobSet
+  failurePolicy.maxRestarts.
+- The trainer is the replicated job `node` with container `node`, marked
+  `trainer.kubeflow.org/trainjob-ancestor-step: trainer` on its Job
+  template; it must have 1 replica (the TrainJob's numNodes sets the count).
+- Trainer injects PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK,
+  PET_MASTER_ADDR and PET_MASTER_PORT (plugins/torch/torch.go), which
+  torchrun reads: the command runs under torchrun.
+- Pod annotations reach pods only from the runtime's pod template
+  (TrainJob labels do not propagate): safe-to-evict is set there.
+- runtimeRef, trainer and activeDeadlineSeconds are immutable: a changed
+  job is replaced (components/training_job.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from components.spec import namespaces, nccl, queueing, workers
+from components.spec import versions as v
+from components.spec.config import GpuPoolConfig, JobConfig
+from components.spec.nodepool import SYSTEM_NODE_LABEL
+
+API_GROUP = "trainer.kubeflow.org"
+TRAINJOB_API_VERSION = f"{API_GROUP}/v1alpha1"
+NAMESPACE = namespaces.TRAINER
+NODE = "node"  # constants.Node: the trainer's replicated job and container
+ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
+FRAMEWORK_LABEL = "trainer.kubeflow.org/framework"  # the SDK lists runtimes by it
+# Our runtimePatches entry; Kueue adds its own under kueue.x-k8s.io/manager.
+PATCH_MANAGER = "gpucluster.io/pulumi"
+DEFAULT_MOUNT_PATH = "/fsx"
+
+
+def helm_values() -> dict[str, Any]:
+    """Values of kubeflow-trainer 2.3.0 (charts/kubeflow-trainer/values.yaml: top-level image.*,
+    manager.nodeSelector, jobset.install and the jobset chart's controller.nodeSelector and image,
+    runtimes.defaultEnabled, crds.enabled)."""
+    return {
+        "image": {"registry": v.TRAINER_IMAGE_REGISTRY, "repository": v.TRAINER_IMAGE_REPOSITORY,
+                  "tag": v.TRAINER_IMAGE_TAG},
+        "manager": {"nodeSelector": dict(SYSTEM_NODE_LABEL)},
+        # JobSet v0.12.0 comes with the chart (its CRD is the one definition of
+        # jobsets.jobset.x-k8s.io in the cluster).
+        "jobset": {"install": True,
+                   "image": {"repository": v.JOBSET_IMAGE, "tag": v.JOBSET_IMAGE_TAG},
+                   "controller": {"nodeSelector": dict(SYSTEM_NODE_LABEL)}},
+        # No stock runtimes: ours are below. The chart would install them with a
+        # post-install hook Job that downloads kubectl from the internet.
+        "runtimes": {"defaultEnabled": False},
+        "crds": {"enabled": True},
+    }
+
+
+def runtime_name(pool: GpuPoolConfig, max_restarts: int) -> str:
+    """One runtime per pool and restart budget (a JobSet failurePolicy is per runtime)."""
+    return f"gpucluster-torch-{pool.name}-r{max_restarts}"
+
+
+def runtime(pool: GpuPoolConfig, max_restarts: int, claim_name: str | None) -> dict[str, Any]:
+    """ClusterTrainingRuntime for torchrun on whole nodes of `pool`: every GPU and EFA device,
+    huge pages, /dev/shm, the FSx claim at /fsx, the NCCL/EFA preset of the type.
+
+    A failed node fails its Job (backoffLimit 0, restartPolicy Never) and the
+    JobSet re-creates the whole gang, up to `max_restarts` times: torchrun's
+    static rendezvous cannot take one replaced node.
+    """
+    # The image is a default: every TrainJob sets its own (trainer.image).
+    container = workers.worker_container(NODE, v.DLC_PYTORCH_IMAGE, pool, pool.instance.gpu_count,
+                                         DEFAULT_MOUNT_PATH if claim_name else None)
+    container["env"] = _env_list(nccl.preset_env(pool.instance_type, pool.efa_enabled, torch=True))
+    pod_spec = workers.worker_pod_spec(pool, container, claim_name)
+    pod_spec["restartPolicy"] = "Never"
+    return {
+        "apiVersion": TRAINJOB_API_VERSION,
+        "kind": "ClusterTrainingRuntime",
+        "metadata": {"name": runtime_name(pool, max_restarts),
+                     "labels": {FRAMEWORK_LABEL: "torch", "app.kubernetes.io/part-of": "gpucluster"}},
+        "spec": {
+            "mlPolicy": {"numNodes": 1, "torch": {}},
+            "template": {"spec": {
+                "failurePolicy": {"maxRestarts": max_restarts},
+                "replicatedJobs": [{
+                    "name": NODE,
+                    "template": {
+                        "metadata": {"labels": {ANCESTOR_LABEL: "trainer"}},
+                        "spec": {
+                            "backoffLimit": 0,
+                            "template": {
+                                "metadata": {"annotations": dict(workers.POD_ANNOTATIONS)},
+                                "spec": pod_spec,
+                            },
+                        },
+                    },
+                }],
+            }},
+        },
+    }
+
+
+def _env_list(env: dict[str, str]) -> list[dict[str, str]]:
+    return [{"name": k, "value": val} for k, val in env.items()]
+
+
+def torchrun_command(command: tuple[str, ...] | list[str]) -> list[str]:
+    """The job's command under torchrun, which reads Trainer's PET_* variables for its flags.
+
+    --no-python lets the command be any executable (python -m ..., a wrapper).
+    """
+    if command[0] == "torchrun":
+        return list(command)
+    return ["torchrun", "--no-python", *command]
+
+
+def trainjob(job: JobConfig, pool: GpuPoolConfig, namespace: str, env: dict[str, str],
+             deadline_seconds: int | None, claim_name: str | None) -> dict[str, Any]:
+    """TrainJob against the pool's runtime; the job's env on top of the runtime's preset.
+
+    Trainer upserts trainer.env over the runtime's variables, so a preset
+    variable the job sets to "" is set empty here, not removed.
+    """
+    gpus = workers.gpus_per_node(job, pool)
+    preset = nccl.preset_env(pool.instance_type, pool.efa_enabled, torch=True)
+    overrides = {k: val for k, val in env.items() if preset.get(k) != val}
+    overrides.update({k: "" for k in preset if k not in env})
+    spec_trainer: dict[str, Any] = {
+        "numNodes": job.nodes,
+        "numProcPerNode": gpus,
+        "image": job.image,
+        "command": torchrun_command(job.command),
+    }
+    if overrides:
+        spec_trainer["env"] = _env_list(overrides)
+    if gpus != pool.instance.gpu_count:
+        # Merged into the runtime's node resources (v2.3.0 #3602).
+        spec_trainer["resourcesPerNode"] = {"requests": {"nvidia.com/gpu": str(gpus)},
+                                            "limits": {"nvidia.com/gpu": str(gpus)}}
+    spec: dict[str, Any] = {
+        "runtimeRef": {"apiGroup": API_GROUP, "kind": "ClusterTrainingRuntime",
+                       "name": runtime_name(pool, job.max_restarts)},
+        # Queued: Kueue unsuspends it on admission (its webhook suspends it as well).
+        "suspend": True,
+        "trainer": spec_trainer,
+    }
+    if deadline_seconds is not None:
+        spec["activeDeadlineSeconds"] = deadline_seconds
+    if claim_name and job.mount_path != DEFAULT_MOUNT_PATH:
+        spec["runtimePatches"] = [_mount_patch(job.mount_path)]
+    return {
+        "apiVersion": TRAINJOB_API_VERSION,
+        "kind": "TrainJob",
+        "metadata": {"name": job.name, "namespace": namespace,
+                     "labels": {**workers.labels(job.name, pool),
+                                **queueing.workload_labels(queueing.TRAINING_PRIORITY, deadline_seconds)}},
+        "spec": spec,
+    }
+
+
+def _mount_patch(mount_path: str) -> dict[str, Any]:
+    """The FSx claim at the job's own mount path too (the runtime mounts it at /fsx)."""
+    return {"manager": PATCH_MANAGER, "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [{
+        "name": NODE, "template": {"spec": {"template": {"spec": {"containers": [{
+            "name": NODE, "volumeMounts": [{"name": workers.DATA_VOLUME, "mountPath": mount_path}]}]}}}}}]}}}}

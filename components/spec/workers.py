@@ -1,0 +1,106 @@
+"""The GPU worker pod every launcher uses: whole nodes, every device, protected from scale-down (pure).
+
+- `nvidia.com/gpu` = the GPUs the job uses per node (all of the type's
+  unless the job sets gpusPerNode), `vpc.amazonaws.com/efa` = every EFA
+  device of the type and `hugepages-2Mi: 5120Mi` on EFA pools (the nccl-tests
+  MPIJob of aws-samples/awsome-distributed-training,
+  micro-benchmarks/nccl-tests/kubernetes/nccl-tests.yaml); requests equal
+  limits, as Kubernetes demands for extended resources and huge pages.
+- memory and CPU: NODE_SHARE (80 %) of the node, leaving the rest to kubelet's
+  reservation and the DaemonSets (CNI, device plugins, FSx CSI node);
+  memory limit = request, no CPU limit (CFS throttling would stall NCCL
+  proxy threads).
+- /dev/shm: a memory-backed emptyDir of SHM_SHARE (25 %) of the node (NCCL's
+  intra-node transport and data loader workers; the container default is 64 MiB).
+- the FSx claim at job.mountPath; nodeSelector gpucluster.io/pool and a
+  toleration for the GPU taint; capability IPC_LOCK, which libfabric's EFA
+  provider needs to pin memory (awsome-distributed-training EKS examples).
+- `cluster-autoscaler.kubernetes.io/safe-to-evict: "false"`: scale-down never
+  drains a node under a running worker (cluster-autoscaler FAQ.md; utils/drain).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from components.spec import nccl, nodepool
+from components.spec.config import GpuPoolConfig, JobConfig, StorageConfig
+from components.spec.fsx import directory
+
+NODE_SHARE = 0.8
+SHM_SHARE = 0.25
+SHM_VOLUME = "dshm"
+DATA_VOLUME = "fsx"
+SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+POD_ANNOTATIONS = {SAFE_TO_EVICT: "false"}
+
+
+def gpus_per_node(job: JobConfig, pool: GpuPoolConfig) -> int:
+    return job.gpus_per_node or pool.instance.gpu_count
+
+
+def job_env(job: JobConfig, pool: GpuPoolConfig, storage: StorageConfig | None = None) -> dict[str, str]:
+    """The type's NCCL/EFA preset, where the data lives, then the job's env over it (job wins, "" removes)."""
+    env = nccl.preset_env(pool.instance_type, pool.efa_enabled, torch=job.launcher == "torchrun")
+    if storage is not None:
+        # The bucket is linked at the file system's root, so its prefixes are
+        # directories under the mount (components.spec.fsx.BucketLink).
+        env["GPUCLUSTER_DATASET_DIR"] = job.mount_path.rstrip("/") + directory(storage.dataset_prefix)
+        env["GPUCLUSTER_CHECKPOINT_DIR"] = job.mount_path.rstrip("/") + directory(storage.checkpoint_prefix)
+    return nccl.merge_env(env, job.env)
+
+
+def labels(job_name: str, pool: GpuPoolConfig) -> dict[str, str]:
+    return {"app.kubernetes.io/part-of": "gpucluster", "gpucluster.io/job": job_name,
+            nodepool.POOL_LABEL: pool.name}
+
+
+def worker_resources(pool: GpuPoolConfig, gpus: int) -> dict[str, dict[str, str]]:
+    instance = pool.instance
+    amounts = {
+        nodepool.GPU_RESOURCE: str(gpus),
+        "cpu": f"{int(instance.vcpus * NODE_SHARE * 1000)}m",
+        "memory": f"{int(instance.memory_gib * NODE_SHARE)}Gi",
+    }
+    if pool.efa_enabled:
+        amounts[nodepool.EFA_RESOURCE] = str(nodepool.efa_interfaces(pool))
+    hugepages = nodepool.hugepages_2mi(pool)
+    if hugepages:
+        amounts[nodepool.HUGEPAGES_RESOURCE] = hugepages
+    limits = {k: v for k, v in amounts.items() if k != "cpu"}
+    return {"requests": amounts, "limits": limits}
+
+
+def worker_container(name: str, image: str, pool: GpuPoolConfig, gpus: int,
+                     mount_path: str | None) -> dict[str, Any]:
+    """A GPU worker container; `mount_path` None: no shared file system."""
+    mounts = [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}]
+    if mount_path is not None:
+        mounts.append({"name": DATA_VOLUME, "mountPath": mount_path})
+    return {
+        "name": name,
+        "image": image,
+        "resources": worker_resources(pool, gpus),
+        "securityContext": {"capabilities": {"add": ["IPC_LOCK"]}},
+        "volumeMounts": mounts,
+    }
+
+
+def worker_volumes(pool: GpuPoolConfig, claim_name: str | None) -> list[dict[str, Any]]:
+    volumes: list[dict[str, Any]] = [{
+        "name": SHM_VOLUME,
+        "emptyDir": {"medium": "Memory", "sizeLimit": f"{int(pool.instance.memory_gib * SHM_SHARE)}Gi"},
+    }]
+    if claim_name is not None:
+        volumes.append({"name": DATA_VOLUME, "persistentVolumeClaim": {"claimName": claim_name}})
+    return volumes
+
+
+def worker_pod_spec(pool: GpuPoolConfig, container: dict[str, Any], claim_name: str | None) -> dict[str, Any]:
+    """Pins the pod to its pool's nodes; `claim_name` None: no shared file system."""
+    return {
+        "nodeSelector": {nodepool.POOL_LABEL: pool.name},
+        "tolerations": [t.toleration() for t in nodepool.node_taints(pool)],
+        "containers": [container],
+        "volumes": worker_volumes(pool, claim_name),
+    }
