@@ -21,6 +21,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.kubernetes import release_in_own_namespace
 from components.spec import mpi_operator, trainer
 from components.spec import versions as v
 from components.spec.config import GpuPoolConfig, JobConfig
@@ -72,11 +73,12 @@ class OperatorsArgs:
     depends_on: Sequence[pulumi.Resource] = field(default_factory=tuple)
 
 
-def runtimes_needed(pools: Sequence[GpuPoolConfig], jobs: Sequence[JobConfig]) -> list[tuple[GpuPoolConfig, int]]:
-    """(pool, maxRestarts) of every torchrun job, each once, in the jobs' order."""
+def runtimes_needed(pools: Sequence[GpuPoolConfig],
+                    jobs: Sequence[JobConfig]) -> list[tuple[GpuPoolConfig, int, str]]:
+    """(pool, maxRestarts, mountPath) of every torchrun job, each once, in the jobs' order."""
     by_name = {p.name: p for p in pools}
-    keys = dict.fromkeys((j.pool, j.max_restarts) for j in jobs if j.launcher == "torchrun")
-    return [(by_name[pool], restarts) for pool, restarts in keys]
+    keys = dict.fromkeys((j.pool, j.max_restarts, j.mount_path) for j in jobs if j.launcher == "torchrun")
+    return [(by_name[pool], restarts, mount) for pool, restarts, mount in keys]
 
 
 class Operators(pulumi.ComponentResource):
@@ -115,24 +117,14 @@ class Operators(pulumi.ComponentResource):
                 self.deployments["mpi"] = res
             (foundation if kind in _FOUNDATION else rest).append(res)
 
-        trainer_ns = k8s.core.v1.Namespace(
-            f"{name}-trainer-ns", metadata={"name": trainer.NAMESPACE, "labels": {"app.kubernetes.io/part-of": "gpucluster"}},
-            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on)))
-        self.trainer = k8s.helm.v3.Release(
-            f"{name}-trainer",
-            name="kubeflow-trainer",
-            chart=v.TRAINER_CHART,
-            version=v.TRAINER_CHART_VERSION,
-            namespace=trainer.NAMESPACE,
-            values=trainer.helm_values(),
-            opts=pulumi.ResourceOptions(parent=self, provider=args.provider,
-                                        depends_on=[trainer_ns, *args.depends_on]),
-        )
+        self.trainer = release_in_own_namespace(
+            f"{name}-trainer", "kubeflow-trainer", v.TRAINER_CHART, v.TRAINER_CHART_VERSION, trainer.NAMESPACE,
+            trainer.helm_values(), args.provider, self, args.depends_on)
         # A runtime must exist before a TrainJob naming it (the TrainJob webhook
         # rejects one whose runtime is missing), and the runtime webhook must run.
         self.runtimes = {}
-        for pool, restarts in runtimes_needed(args.pools, args.jobs):
-            manifest = trainer.runtime(pool, restarts, args.claim_name)
+        for pool, restarts, mount_path in runtimes_needed(args.pools, args.jobs):
+            manifest = trainer.runtime(pool, restarts, args.claim_name, mount_path)
             runtime_name = manifest["metadata"]["name"]
             self.runtimes[runtime_name] = k8s.apiextensions.CustomResource(
                 f"{name}-runtime-{runtime_name}", api_version=manifest["apiVersion"], kind=manifest["kind"],

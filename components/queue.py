@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.k8s_object import KubernetesObject
+from components.kubernetes import KubernetesObject, release_in_own_namespace
 from components.spec import queueing
 from components.spec import versions as v
 from components.spec.config import GpuPoolConfig, SystemNodesConfig
@@ -44,18 +44,9 @@ class Queue(pulumi.ComponentResource):
     def __init__(self, name: str, args: QueueArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpucluster:index:Queue", name, None, opts)
         k8s_opts = dict(parent=self, provider=args.provider)
-        namespace = k8s.core.v1.Namespace(
-            f"{name}-kueue-ns", metadata={"name": queueing.NAMESPACE, "labels": {"app.kubernetes.io/part-of": "gpucluster"}},
-            opts=pulumi.ResourceOptions(**k8s_opts, depends_on=list(args.depends_on)))
-        self.release = k8s.helm.v3.Release(
-            f"{name}-kueue",
-            name="kueue",
-            chart=v.KUEUE_CHART,
-            version=v.KUEUE_CHART_VERSION,
-            namespace=queueing.NAMESPACE,
-            values=queueing.helm_values(),
-            opts=pulumi.ResourceOptions(**k8s_opts, depends_on=[namespace, *args.depends_on]),
-        )
+        self.release = release_in_own_namespace(
+            f"{name}-kueue", "kueue", v.KUEUE_CHART, v.KUEUE_CHART_VERSION, queueing.NAMESPACE,
+            queueing.helm_values(), args.provider, self, args.depends_on)
 
         def custom(res_name: str, obj: dict, depends_on: list[pulumi.Resource], **extra) -> KubernetesObject:
             return KubernetesObject(res_name, obj, pulumi.ResourceOptions(

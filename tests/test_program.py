@@ -189,3 +189,24 @@ def test_the_deprecation_check_catches_bucket_v2():
 
     rec = mocks.run_program(stack_raw("dev"), "dev", program=lambda: aws.s3.BucketV2("legacy"))
     assert deprecation_logs(rec) == ["BucketV2 is deprecated: s3.BucketV2 has been deprecated in favor of s3.Bucket"]
+
+
+def test_upstream_images_are_pinned_in_one_place():
+    # The fabric test's and the runtimes' image live in components/spec/versions.py only; stacks may name it
+    # for their own jobs.
+    from pathlib import Path
+
+    from components.spec import versions
+
+    root = Path(__file__).resolve().parent.parent
+    sources = [p for p in root.rglob("*.py") if "venv" not in p.parts and p.parent.name != "tests"]
+    naming = [p.relative_to(root).as_posix() for p in sources if versions.DLC_PYTORCH_IMAGE in p.read_text()]
+    assert naming == ["components/spec/versions.py"]
+    assert ":latest" not in versions.DLC_PYTORCH_IMAGE and versions.DLC_PYTORCH_IMAGE.endswith(":2.13.0-cu133-amzn2023")
+
+
+def test_the_dev_smoke_job_runs_torchrun_in_a_pytorch_image():
+    # nccl-tests' image has no PyTorch; the AWS PyTorch DLC has PyTorch, EFA and aws-ofi-nccl.
+    (job,) = stack_config("dev").jobs
+    assert job.launcher == "torchrun"
+    assert job.image.startswith("public.ecr.aws/deep-learning-containers/pytorch:")

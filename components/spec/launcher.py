@@ -59,15 +59,17 @@ class JobContext:
 
 
 def run_policy(policy: RunPolicyConfig, deadline_seconds: int | None) -> dict[str, Any]:
-    """The MPI Operator's run policy: suspended until Kueue admits it, pods cleaned when it ends.
+    """The MPI Operator's run policy: pods cleaned when the job ends.
+
+    Not `suspend`: Kueue's webhook suspends every queued job on create (its
+    failurePolicy Fail means none gets past it) and unsuspends it on
+    admission; a suspend of ours would be a field Kueue then changes under
+    Pulumi.
 
     No TTL unless asked for: Pulumi owns the job object, and a TTL deleting it
     behind Pulumi's back would make the next `pulumi up --refresh` re-run it.
     """
-    out: dict[str, Any] = {"cleanPodPolicy": policy.clean_pod_policy, "backoffLimit": policy.backoff_limit,
-                           # Kueue's webhook suspends queued jobs too; saying so here
-                           # means nothing starts outside admission even without it.
-                           "suspend": True}
+    out: dict[str, Any] = {"cleanPodPolicy": policy.clean_pod_policy, "backoffLimit": policy.backoff_limit}
     if policy.ttl_seconds_after_finished is not None:
         out["ttlSecondsAfterFinished"] = policy.ttl_seconds_after_finished
     if deadline_seconds is not None:

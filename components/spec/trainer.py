@@ -17,10 +17,14 @@ Field names are Trainer v2.3.0's (pkg/apis/trainer/v1alpha1 and
   (TrainJob labels do not propagate): safe-to-evict is set there.
 - runtimeRef, trainer and activeDeadlineSeconds are immutable: a changed
   job is replaced (components/training_job.py).
+- No runtimePatches and no suspend of ours: Kueue's webhook sets suspend and
+  adds its own patch (manager kueue.x-k8s.io/manager) on create; a job's
+  own mount path gets its own runtime instead.
 """
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from components.spec import namespaces, nccl, queueing, workers
@@ -34,8 +38,6 @@ NAMESPACE = namespaces.TRAINER
 NODE = "node"  # constants.Node: the trainer's replicated job and container
 ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
 FRAMEWORK_LABEL = "trainer.kubeflow.org/framework"  # the SDK lists runtimes by it
-# Our runtimePatches entry; Kueue adds its own under kueue.x-k8s.io/manager.
-PATCH_MANAGER = "gpucluster.io/pulumi"
 DEFAULT_MOUNT_PATH = "/fsx"
 
 
@@ -59,14 +61,18 @@ def helm_values() -> dict[str, Any]:
     }
 
 
-def runtime_name(pool: GpuPoolConfig, max_restarts: int) -> str:
-    """One runtime per pool and restart budget (a JobSet failurePolicy is per runtime)."""
-    return f"gpucluster-torch-{pool.name}-r{max_restarts}"
+def runtime_name(pool: GpuPoolConfig, max_restarts: int, mount_path: str = DEFAULT_MOUNT_PATH) -> str:
+    """One runtime per pool, restart budget (a JobSet failurePolicy is per runtime) and mount path."""
+    name = f"gpucluster-torch-{pool.name}-r{max_restarts}"
+    if mount_path != DEFAULT_MOUNT_PATH:
+        name += f"-m{hashlib.sha256(mount_path.encode()).hexdigest()[:6]}"
+    return name
 
 
-def runtime(pool: GpuPoolConfig, max_restarts: int, claim_name: str | None) -> dict[str, Any]:
+def runtime(pool: GpuPoolConfig, max_restarts: int, claim_name: str | None,
+            mount_path: str = DEFAULT_MOUNT_PATH) -> dict[str, Any]:
     """ClusterTrainingRuntime for torchrun on whole nodes of `pool`: every GPU and EFA device,
-    huge pages, /dev/shm, the FSx claim at /fsx, the NCCL/EFA preset of the type.
+    huge pages, /dev/shm, the FSx claim at `mount_path`, the NCCL/EFA preset of the type.
 
     A failed node fails its Job (backoffLimit 0, restartPolicy Never) and the
     JobSet re-creates the whole gang, up to `max_restarts` times: torchrun's
@@ -74,14 +80,14 @@ def runtime(pool: GpuPoolConfig, max_restarts: int, claim_name: str | None) -> d
     """
     # The image is a default: every TrainJob sets its own (trainer.image).
     container = workers.worker_container(NODE, v.DLC_PYTORCH_IMAGE, pool, pool.instance.gpu_count,
-                                         DEFAULT_MOUNT_PATH if claim_name else None)
+                                         mount_path if claim_name else None)
     container["env"] = _env_list(nccl.preset_env(pool.instance_type, pool.efa_enabled, torch=True))
     pod_spec = workers.worker_pod_spec(pool, container, claim_name)
     pod_spec["restartPolicy"] = "Never"
     return {
         "apiVersion": TRAINJOB_API_VERSION,
         "kind": "ClusterTrainingRuntime",
-        "metadata": {"name": runtime_name(pool, max_restarts),
+        "metadata": {"name": runtime_name(pool, max_restarts, mount_path),
                      "labels": {FRAMEWORK_LABEL: "torch", "app.kubernetes.io/part-of": "gpucluster"}},
         "spec": {
             "mlPolicy": {"numNodes": 1, "torch": {}},
@@ -144,15 +150,11 @@ def trainjob(job: JobConfig, pool: GpuPoolConfig, namespace: str, env: dict[str,
                                             "limits": {"nvidia.com/gpu": str(gpus)}}
     spec: dict[str, Any] = {
         "runtimeRef": {"apiGroup": API_GROUP, "kind": "ClusterTrainingRuntime",
-                       "name": runtime_name(pool, job.max_restarts)},
-        # Queued: Kueue unsuspends it on admission (its webhook suspends it as well).
-        "suspend": True,
+                       "name": runtime_name(pool, job.max_restarts, job.mount_path)},
         "trainer": spec_trainer,
     }
     if deadline_seconds is not None:
         spec["activeDeadlineSeconds"] = deadline_seconds
-    if claim_name and job.mount_path != DEFAULT_MOUNT_PATH:
-        spec["runtimePatches"] = [_mount_patch(job.mount_path)]
     return {
         "apiVersion": TRAINJOB_API_VERSION,
         "kind": "TrainJob",
@@ -161,10 +163,3 @@ def trainjob(job: JobConfig, pool: GpuPoolConfig, namespace: str, env: dict[str,
                                 **queueing.workload_labels(queueing.TRAINING_PRIORITY, deadline_seconds)}},
         "spec": spec,
     }
-
-
-def _mount_patch(mount_path: str) -> dict[str, Any]:
-    """The FSx claim at the job's own mount path too (the runtime mounts it at /fsx)."""
-    return {"manager": PATCH_MANAGER, "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [{
-        "name": NODE, "template": {"spec": {"template": {"spec": {"containers": [{
-            "name": NODE, "volumeMounts": [{"name": workers.DATA_VOLUME, "mountPath": mount_path}]}]}}}}}]}}}}
