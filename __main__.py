@@ -14,6 +14,7 @@ from components.operators import Operators, OperatorsArgs
 from components.queue import Queue, QueueArgs
 from components.spec import config as stack_config
 from components.spec import cost
+from components.spec.validation import is_admin
 from components.storage import FsxVolume, FsxVolumeArgs, Storage, StorageArgs
 from components.training_job import FabricTest, FabricTestArgs, TrainingJob, TrainingJobArgs
 
@@ -29,7 +30,10 @@ except stack_config.ConfigError as err:
 
 caller = aws.get_caller_identity()
 partition = aws.get_partition().partition
-lookups.warn_if_deployer_is_not_admin(caller.arn, cfg.admin_principal_arns)
+if not is_admin(caller.arn, cfg.admin_principal_arns):
+    # A warning, never a resource: who runs pulumi does not change the access entries.
+    pulumi.log.warn(f"the deploying identity {caller.arn} is not in gpucluster:adminPrincipalArns; the Kubernetes "
+                    "provider acts as it and will be refused unless its role or user is added there")
 name = cfg.cluster_name
 
 network = Network(name, NetworkArgs(config=cfg.network, cluster_name=name, region=cfg.region, zones=zones,

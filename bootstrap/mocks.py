@@ -228,11 +228,10 @@ class GpuClusterMocks(pulumi_mocks.Mocks):
     def call(self, args: pulumi_mocks.MockCallArgs):
         token, a = args.token, args.args
         if token == "aws:index/getCallerIdentity:getCallerIdentity":
-            return {"accountId": ACCOUNT_ID, "userId": "AROAEXAMPLE:deployer",
-                    "arn": f"arn:aws:sts::{ACCOUNT_ID}:assumed-role/gpucluster-deployer/ci", "id": ACCOUNT_ID}
-        if token == "aws:iam/getSessionContext:getSessionContext":
-            return {"arn": a.get("arn"), "issuerArn": DEPLOYER_ROLE, "issuerId": "AROAEXAMPLE",
-                    "issuerName": "gpucluster-deployer", "sessionName": "ci"}
+            # A session of DEPLOYER_ROLE, as STS names one (the role's path is not in it).
+            role = DEPLOYER_ROLE.rsplit("/", 1)[-1]
+            return {"accountId": ACCOUNT_ID, "userId": "AROAEXAMPLE:plan",
+                    "arn": f"arn:aws:sts::{ACCOUNT_ID}:assumed-role/{role}/plan", "id": ACCOUNT_ID}
         if token == "aws:index/getPartition:getPartition":
             return {"partition": "aws", "dnsSuffix": "amazonaws.com", "id": "aws"}
         if token == "aws:index/getRegion:getRegion":

@@ -63,8 +63,8 @@ class ClusterAutoscaler(pulumi.ComponentResource):
             namespace=autoscaling.NAMESPACE,
             values=autoscaling.helm_values(args.cluster_name, args.region, args.kubernetes_version, args.pools,
                                            SYSTEM_NODE_LABEL),
-            # The pod must find its role the moment it starts: IMDS is out of
-            # reach (hop limit 1), so without the association it has no credentials.
+            # The pod must find its role the moment it starts: without the
+            # association it would fall back to the node role, which may not scale groups.
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider,
                                         depends_on=[association, *args.depends_on]),
         )

@@ -109,7 +109,9 @@ class Cluster(pulumi.ComponentResource):
         # deleted (terraform-aws-eks #2486), so a destroy-then-up would fail with
         # ResourceAlreadyExistsException: the group is kept on destroy (audit
         # logs outlive the cluster, expiring after the retention) and adopted
-        # by the next `pulumi up`, which then sets our retention and tags.
+        # by the next `pulumi up`. An import whose inputs differ from the group
+        # (EKS's has no retention) is imported, then updated to them
+        # (pulumi/pulumi #19339, in CLI 3.174.0; pulumi/docs #18114).
         log_group_name = f"/aws/eks/{cfg.cluster_name}/cluster"
         log_group = aws.cloudwatch.LogGroup(
             f"{name}-logs", name=log_group_name, retention_in_days=LOG_RETENTION_DAYS, tags=tags,
@@ -182,7 +184,9 @@ class Cluster(pulumi.ComponentResource):
             # A prefix, not a fixed name: a change that replaces the group
             # (instance type, disk, subnets) creates the new one before deleting
             # the old, which a fixed name forbids (ResourceInUseException).
-            node_group_name_prefix=f"{cfg.cluster_name}-system-",
+            # Node group names are per cluster; EKS allows 63 characters and the
+            # provider appends a 26-character unique suffix.
+            node_group_name_prefix="system-",
             version=cfg.kubernetes_version,
             release_version=cfg.versions.ami_release_version,
             node_role_arn=self.node_role.arn,

@@ -82,17 +82,3 @@ def log_group_exists(name: str) -> bool:
     """Whether a CloudWatch log group of exactly this name exists (EKS re-creates its own, see Cluster)."""
     result = aws.cloudwatch.get_log_groups(log_group_name_prefix=name)
     return name in (result.log_group_names or [])
-
-
-def warn_if_deployer_is_not_admin(caller_arn: str, admins: tuple[str, ...]) -> None:
-    """A warning, never a resource: who runs pulumi does not change the access entries.
-
-    The Kubernetes provider acts as the caller, so a caller outside
-    adminPrincipalArns gets Unauthorized on every Kubernetes resource.
-    """
-    import pulumi
-
-    issuer = aws.iam.get_session_context(arn=caller_arn).issuer_arn
-    if issuer not in admins:
-        pulumi.log.warn(f"the deploying identity {issuer} is not in gpucluster:adminPrincipalArns; the Kubernetes "
-                        "provider acts as it and will be refused unless it is added there")

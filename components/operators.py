@@ -21,7 +21,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.kubernetes import release_in_own_namespace
+from components.kubernetes import KubernetesObject, release_in_own_namespace
 from components.spec import mpi_operator, trainer
 from components.spec import versions as v
 from components.spec.config import GpuPoolConfig, JobConfig
@@ -126,10 +126,9 @@ class Operators(pulumi.ComponentResource):
         for pool, restarts, mount_path in runtimes_needed(args.pools, args.jobs):
             manifest = trainer.runtime(pool, restarts, args.claim_name, mount_path)
             runtime_name = manifest["metadata"]["name"]
-            self.runtimes[runtime_name] = k8s.apiextensions.CustomResource(
-                f"{name}-runtime-{runtime_name}", api_version=manifest["apiVersion"], kind=manifest["kind"],
-                metadata=manifest["metadata"], spec=manifest["spec"],
-                opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.trainer]))
+            self.runtimes[runtime_name] = KubernetesObject(
+                f"{name}-runtime-{runtime_name}", manifest,
+                pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.trainer]))
         self.register_outputs({
             "crds": list(self.crds),
             "mpiOperatorImage": v.MPI_OPERATOR_IMAGE,

@@ -376,8 +376,7 @@ class FsxVolume(pulumi.ComponentResource):
             f"{name}-pv",
             metadata={"name": self.pv_name, "labels": {"app.kubernetes.io/part-of": "gpucluster"}},
             spec=spec,
-            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.addon],
-                                        replace_on_changes=["spec.csi"]),
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.addon]),
         )
         # The claim follows its PV: when the file system is replaced, the claim
         # (fixed name, spec immutable once bound) is deleted and re-created on the

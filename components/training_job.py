@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.kubernetes import KubernetesObject
 from components.spec import launcher, nccl
 from components.spec.config import GpuPoolConfig, JobConfig, StorageConfig
 
@@ -45,7 +46,7 @@ class TrainingJob(pulumi.ComponentResource):
 
     job_name: str
     kind: str
-    resource: k8s.apiextensions.CustomResource
+    resource: KubernetesObject
 
     def __init__(self, name: str, args: TrainingJobArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpucluster:index:TrainingJob", name, None, opts)
@@ -55,14 +56,10 @@ class TrainingJob(pulumi.ComponentResource):
         manifest = pulumi.Output.from_input(args.claim_name).apply(
             lambda claim: launcher.job_manifest(job, pool, launcher.JobContext(
                 args.namespace, claim, args.storage, args.prices)))
-        self.resource = k8s.apiextensions.CustomResource(
+        self.resource = KubernetesObject(
             f"{name}-{self.kind.lower()}",
-            api_version=api_version,
-            kind=self.kind,
-            metadata=manifest["metadata"],
-            spec=manifest["spec"],
-            opts=_job_options(self, args.provider, args.depends_on),
-        )
+            {"apiVersion": api_version, "kind": self.kind, "metadata": manifest["metadata"], "spec": manifest["spec"]},
+            _job_options(self, args.provider, args.depends_on))
         self.register_outputs({"jobName": self.job_name, "kind": self.kind, "namespace": args.namespace})
 
 
@@ -85,7 +82,7 @@ class FabricTest(pulumi.ComponentResource):
     kind: str
     expected_busbw_gbps: float | None
     expected_busbw_size: str | None
-    resource: k8s.apiextensions.CustomResource
+    resource: KubernetesObject
 
     def __init__(self, name: str, args: FabricTestArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpucluster:index:FabricTest", name, None, opts)
@@ -95,14 +92,7 @@ class FabricTest(pulumi.ComponentResource):
         self.kind = manifest["kind"]
         expected = nccl.expected_busbw_gbps(pool.instance_type)
         self.expected_busbw_gbps, self.expected_busbw_size = expected if expected else (None, None)
-        self.resource = k8s.apiextensions.CustomResource(
-            f"{name}-mpijob",
-            api_version=manifest["apiVersion"],
-            kind=self.kind,
-            metadata=manifest["metadata"],
-            spec=manifest["spec"],
-            opts=_job_options(self, args.provider, args.depends_on),
-        )
+        self.resource = KubernetesObject(f"{name}-mpijob", manifest, _job_options(self, args.provider, args.depends_on))
         self.register_outputs({
             "jobName": self.job_name,
             "kind": self.kind,

@@ -417,3 +417,17 @@ def test_a_job_that_fits_parses():
     cfg = stack_config("dev", {"gpucluster:gpuPools": [P5_POOL],
                                "gpucluster:jobs": [{**P5_JOB, "nodes": 3, "model": {"params": "70B"}}]})
     assert cfg.jobs[0].model == config.ModelConfig(params=70e9)
+
+
+@pytest.mark.parametrize(("caller", "admin"), [
+    ("arn:aws:sts::210987654321:assumed-role/Deployer/me", True),  # session of a listed role, path and all
+    ("arn:aws:sts::210987654321:assumed-role/Other/me", False),
+    ("arn:aws:sts::345678901234:assumed-role/Deployer/me", False),  # same name, other account
+    ("arn:aws:iam::210987654321:user/alice", True),
+    ("arn:aws:iam::210987654321:user/bob", False),
+])
+def test_is_admin_matches_a_role_session_to_its_role_without_iam(caller, admin):
+    from components.spec.validation import is_admin
+
+    admins = ["arn:aws:iam::210987654321:role/platform/Deployer", "arn:aws:iam::210987654321:user/alice"]
+    assert is_admin(caller, admins) is admin

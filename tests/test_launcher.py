@@ -191,6 +191,16 @@ def test_workers_take_the_types_gpus_and_efa_devices(pool_name, prefix):
     assert "cpu" not in res["limits"]
 
 
+def test_kueue_counts_what_the_trainjob_pods_request():
+    # Kueue 0.19.2 computes pod sets with Trainer 2.2.1, which *replaces* the runtime's resources with
+    # resourcesPerNode; Trainer 2.3.0 merges. Complete resourcesPerNode makes both give what workers request.
+    for name in ("torch-h100", "tuned-torch", "torch-l40s"):
+        m = manifest(name)
+        replaced = m["spec"]["trainer"]["resourcesPerNode"]
+        assert replaced == worker_resources(m), name
+        assert {"cpu", "memory", "nvidia.com/gpu"} <= set(replaced["requests"])
+
+
 def test_partial_node_gpus():
     m = manifest("tuned")
     assert worker_resources(m)["requests"]["nvidia.com/gpu"] == "4"
@@ -281,6 +291,7 @@ def test_trainjob_against_our_runtime():
         "command": ["torchrun", "--no-python", "python", "train.py", "--steps=10"],
         "env": [{"name": "GPUCLUSTER_DATASET_DIR", "value": "/fsx/datasets"},
                 {"name": "GPUCLUSTER_CHECKPOINT_DIR", "value": "/fsx/checkpoints"}],
+        "resourcesPerNode": workers.worker_resources(CFG.pool("h100"), 8),
     }
     assert "activeDeadlineSeconds" not in spec
     tuned = manifest("tuned-torch")

@@ -308,8 +308,9 @@ def test_static_persistent_volume(prod):
     assert re.fullmatch(r"fs-[0-9a-f]{17}\.fsx\.us-east-1\.amazonaws\.com", store["dnsName"])
     assert pv.provider.startswith(prod.named("k8s").urn)
     assert prod.named("vol-csi-driver").urn in pv.dependencies
-    # A new file system is a new PV (the CSI source is immutable), created before the old one goes.
-    assert pv.replace_on_changes == ["spec.csi"] and pv.delete_before_replace is False
+    # A new file system is a new PV name (the CSI source is immutable): a replacement, the new one
+    # created before the old one goes.
+    assert pv.inputs["metadata"]["name"].endswith(store["fileSystemId"]) and pv.delete_before_replace is False
 
 
 def test_claim_binds_to_the_volume_by_name(prod):

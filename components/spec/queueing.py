@@ -63,22 +63,18 @@ PODS_READY_RECOVERY_TIMEOUT = "30m"
 # (null would requeue forever, each attempt billing the nodes that arrive).
 REQUEUE_LIMIT = 5
 
-# The chart's default integrations (charts/kueue/values.yaml at v0.19.2): the
-# manager configuration string replaces the chart's whole default, so the list
-# is repeated. kubeflow.org/mpijob and trainer.kubeflow.org/trainjob are ours.
+# The manager configuration string replaces the chart's whole default
+# (charts/kueue/values.yaml at v0.19.2), integrations list included, so it is
+# given here: the jobs we emit (MPIJob, TrainJob) and what they are built of
+# (JobSet, Job). Not the chart's pod, deployment, statefulset, Ray, AppWrapper
+# or LWS integrations: each adds a webhook with failurePolicy Fail (the pod
+# one on every pod created outside kube-system and kueue-system), which would
+# stop the operators' own pods whenever Kueue is down, for kinds we never queue.
 INTEGRATIONS = (
     "batch/job",
     "kubeflow.org/mpijob",
-    "ray.io/rayjob",
-    "ray.io/rayservice",
-    "ray.io/raycluster",
     "jobset.x-k8s.io/jobset",
-    "workload.codeflare.dev/appwrapper",
     "trainer.kubeflow.org/trainjob",
-    "pod",
-    "deployment",
-    "statefulset",
-    "leaderworkerset.x-k8s.io/leaderworkerset",
 )
 
 
@@ -164,15 +160,23 @@ def system_quota(system: SystemNodesConfig, resources: Sequence[str]) -> dict[st
 
 
 def resource_flavors(pools: Sequence[GpuPoolConfig]) -> list[dict[str, Any]]:
-    """One flavor per pool: its node labels and its taint's toleration, which Kueue
-    adds to the pods it admits (ResourceFlavor nodeLabels, tolerations); and the system nodes."""
+    """One flavor per pool, with the pool's node labels and its taint; and one for the system nodes.
+
+    Kueue 0.19.2 matches a pod set's node selector against a flavor only on
+    that flavor's own label keys (flavorassigner.go), so labels alone do not
+    keep a launcher (role=system) off a pool flavor once the system quota is
+    used up. The pool's taint does: a pod set must tolerate a flavor's
+    nodeTaints to get it, and launchers do not tolerate the GPU taint while
+    workers do. No flavor tolerations: they would make Kueue ignore the taint.
+    """
     flavors = [{"apiVersion": API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": SYSTEM_FLAVOR},
                 "spec": {"nodeLabels": dict(SYSTEM_NODE_LABEL)}}]
     for pool in pools:
         flavors.append({
             "apiVersion": API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": flavor_name(pool)},
             "spec": {"nodeLabels": {nodepool.POOL_LABEL: pool.name},
-                     "tolerations": [t.toleration() for t in nodepool.node_taints(pool)]},
+                     "nodeTaints": [{"key": t.key, "value": t.value, "effect": t.effect}
+                                    for t in nodepool.node_taints(pool)]},
         })
     return flavors
 
@@ -181,10 +185,10 @@ def cluster_queue(pools: Sequence[GpuPoolConfig], system: SystemNodesConfig, nam
                   stop_policy: str = "None") -> dict[str, Any]:
     """The one ClusterQueue: quotas = the pools' capacity, jobs from the training namespace only.
 
-    The system flavor comes first: a launcher (cpu and memory, nodeSelector
-    role=system) fits it; a worker's pool nodeSelector does not match it,
-    and it has no GPUs, so workers go to their pool's flavor. Each flavor
-    lists every covered resource, in the same order (CRD rule).
+    The system flavor comes first and holds no GPUs, so a launcher (cpu and
+    memory) lands there and a worker (GPUs) goes on to its pool's flavor,
+    whose taint only workers tolerate. Each flavor lists every covered
+    resource, in the same order (CRD rule).
     """
     resources = covered_resources(pools)
 

@@ -144,10 +144,11 @@ def trainjob(job: JobConfig, pool: GpuPoolConfig, namespace: str, env: dict[str,
     }
     if overrides:
         spec_trainer["env"] = _env_list(overrides)
-    if gpus != pool.instance.gpu_count:
-        # Merged into the runtime's node resources (v2.3.0 #3602).
-        spec_trainer["resourcesPerNode"] = {"requests": {"nvidia.com/gpu": str(gpus)},
-                                            "limits": {"nvidia.com/gpu": str(gpus)}}
+    # Everything a node's worker asks for, not just the GPUs: Trainer 2.3.0
+    # merges this into the runtime's resources (#3602), but Kueue 0.19.2 counts
+    # quota with Trainer 2.2.1's code, which replaces them with it; the two agree
+    # only when it is complete.
+    spec_trainer["resourcesPerNode"] = workers.worker_resources(pool, gpus)
     spec: dict[str, Any] = {
         "runtimeRef": {"apiGroup": API_GROUP, "kind": "ClusterTrainingRuntime",
                        "name": runtime_name(pool, job.max_restarts, job.mount_path)},

@@ -314,6 +314,21 @@ def check_principal_arn(value: str) -> str | None:
     return None
 
 
+def is_admin(caller_arn: str, admins: Iterable[str]) -> bool:
+    """Whether the caller (a user, or a role session) is among the admin principals.
+
+    An assumed-role session names its role without the role's path
+    (arn:aws:sts::<account>:assumed-role/<role>/<session>), so a role matches
+    by account and name, whatever its path; no IAM call is needed.
+    """
+    match = re.fullmatch(r"arn:(aws[\w-]*):sts::(\d{12}):assumed-role/([\w+=,.@-]+)/.+", caller_arn)
+    if match is None:
+        return caller_arn in admins
+    partition, account, role = match.groups()
+    pattern = rf"arn:{partition}:iam::{account}:role/(.+/)?{re.escape(role)}"
+    return any(re.fullmatch(pattern, arn) for arn in admins)
+
+
 def unique(problems: Problems, entries: list[tuple[str, str | None]], what: str) -> None:
     """Flag every repeat of a name in (path, name) pairs."""
     seen: dict[str, str] = {}

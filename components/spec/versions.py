@@ -56,7 +56,7 @@ JOBSET_IMAGE_TAG = "v0.12.0"
 # MPIJob CRD is byte-identical from v0.8.0 to v0.8.2 (blob e7c24a6a), so the vendored
 # v0.8.0 file is v0.8.2's.
 MPI_OPERATOR_VERSION = "v0.8.2"
-MPI_OPERATOR_IMAGE = "mpioperator/mpi-operator:0.8.2"
+MPI_OPERATOR_IMAGE = f"mpioperator/mpi-operator:{MPI_OPERATOR_VERSION.removeprefix('v')}"
 
 # NVIDIA device plugin 0.20.0, the newest tag (NVIDIA/k8s-device-plugin v0.20.0,
 # deployments/helm/nvidia-device-plugin/Chart.yaml; image nvcr.io/nvidia/k8s-device-plugin:v0.20.0).
