@@ -40,7 +40,6 @@ KEY_PROPERTIES = {
     "aws:s3/bucket:Bucket": ("bucket",),
     "aws:iam/role:Role": (),
     "kubernetes:helm.sh/v3:Release": ("chart", "version"),
-    "kubernetes:apiextensions.k8s.io/v1:CustomResource": ("kind",),
     "aws:eks/podIdentityAssociation:PodIdentityAssociation": ("namespace", "serviceAccount"),
 }
 _NOT_OBJECTS = ("kubernetes:helm.sh/", "kubernetes:yaml", "pulumi:providers:")
