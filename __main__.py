@@ -1,5 +1,5 @@
 """gpucluster: config -> network -> cluster | storage -> GPU pools -> plugins, autoscaler, volume
--> operators -> queue -> jobs."""
+-> operators -> queue -> jobs; delete hooks keep data on the way out."""
 
 import pulumi
 import pulumi_aws as aws
@@ -8,14 +8,16 @@ from components import lookups
 from components.autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
 from components.cluster import Cluster, ClusterArgs
 from components.device_plugins import DevicePlugins, DevicePluginsArgs
+from components.fsx_volume import FsxVolume, FsxVolumeArgs
 from components.gpu_pool import GpuNodePool, GpuNodePoolArgs
+from components.hooks import HookSettings, StackHooks
 from components.network import Network, NetworkArgs
 from components.operators import Operators, OperatorsArgs
 from components.queue import Queue, QueueArgs
 from components.spec import config as stack_config
 from components.spec import cost
 from components.spec.validation import is_admin
-from components.storage import FsxVolume, FsxVolumeArgs, Storage, StorageArgs
+from components.storage import Storage, StorageArgs
 from components.training_job import FabricTest, FabricTestArgs, TrainingJob, TrainingJobArgs
 
 # Everything that can be wrong with the inputs is found before any resource registers.
@@ -23,6 +25,7 @@ try:
     cfg = stack_config.load()
     zones = lookups.lookup_zones(cfg)
     blocks = lookups.lookup_capacity_blocks(cfg)
+    kept_bucket = lookups.lookup_bucket(cfg)
     stack_config.raise_problems([p for pool in cfg.gpu_pools if pool.name in blocks
                                  for p in lookups.reservation_problems(pool, zones.gpu_zone, blocks[pool.name])])
 except stack_config.ConfigError as err:
@@ -34,24 +37,30 @@ if not is_admin(caller.arn, cfg.admin_principal_arns):
     # A warning, never a resource: who runs pulumi does not change the access entries.
     pulumi.log.warn(f"the deploying identity {caller.arn} is not in gpucluster:adminPrincipalArns; the Kubernetes "
                     "provider acts as it and will be refused unless its role or user is added there")
+if kept_bucket is not None and kept_bucket.region != cfg.region:
+    pulumi.log.warn(f"storage.bucketName {kept_bucket.name} is in {kept_bucket.region}, not {cfg.region}: FSx links "
+                    "to it across regions, and its traffic bypasses the VPC's S3 endpoint (transfer charges)")
 name = cfg.cluster_name
+# Registered on every run (destroy included): export to S3 before unlinking, bucket guard, leftover ENIs.
+hooks = StackHooks(HookSettings.of(cfg))
 
 network = Network(name, NetworkArgs(config=cfg.network, cluster_name=name, region=cfg.region, zones=zones,
-                                    tags=cfg.tags))
+                                    tags=cfg.tags, hooks=hooks))
 
 # EKS and FSx are the two slow creations: neither waits for the other.
 cluster = Cluster(name, ClusterArgs(config=cfg, subnet_ids=network.cluster_subnet_ids,
                                     log_group_exists=lookups.log_group_exists(f"/aws/eks/{name}/cluster")))
 storage = Storage(f"{name}-storage", StorageArgs(
     config=cfg.storage, cluster_name=name, vpc_id=network.vpc_id, subnet_id=network.gpu_subnet_id,
-    client_security_group_ids=[network.node_security_group_id], tags=cfg.tags))
+    client_security_group_ids=[network.node_security_group_id], tags=cfg.tags, existing_bucket=kept_bucket,
+    hooks=hooks))
 
 pools = {pool.name: GpuNodePool(f"{name}-{pool.name}", GpuNodePoolArgs(
     pool=pool, cluster_name=cluster.name, kubernetes_version=cfg.kubernetes_version,
     ami_release_version=cfg.versions.ami_release_version, vpc_id=network.vpc_id,
     subnet_id=network.gpu_subnet_id, availability_zone=zones.gpu_zone,
     security_group_ids=[cluster.cluster_security_group_id, network.node_security_group_id],
-    node_role_arn=cluster.node_role.arn, tags=cfg.tags, depends_on=cluster.node_prerequisites,
+    node_role_arn=cluster.node_role.arn, tags=cfg.tags, depends_on=cluster.node_prerequisites, paused=cfg.paused,
 )) for pool in cfg.gpu_pools}
 
 plugins = DevicePlugins(f"{name}-device-plugins", DevicePluginsArgs(
@@ -69,7 +78,8 @@ operators = Operators(f"{name}-operators", OperatorsArgs(
     depends_on=[cluster.system_nodes]))
 queue = Queue(f"{name}-queue", QueueArgs(
     pools=cfg.gpu_pools, system_nodes=cfg.system_nodes, namespace=cfg.training_namespace,
-    namespace_resource=cluster.training_namespace, provider=cluster.provider, depends_on=[operators]))
+    namespace_resource=cluster.training_namespace, provider=cluster.provider, stop_policy=cfg.stop_policy,
+    depends_on=[operators]))
 
 for job in cfg.jobs:
     TrainingJob(f"{name}-{job.name}", TrainingJobArgs(
@@ -81,7 +91,8 @@ fabric_tests = {pool.name: FabricTest(f"{name}-{pool.name}-fabric-test", FabricT
     depends_on=[operators, queue, plugins, pools[pool.name], cluster.training_namespace],
 )) for pool in cfg.gpu_pools if pool.fabric_test}
 
-estimate = cost.estimate(cfg, {pool: block.instance_count for pool, block in blocks.items()}, len(zones.zones))
+reserved = {pool: block.instance_count for pool, block in blocks.items()}
+estimate = cost.estimate(cfg, reserved, len(zones.zones))
 pulumi.export("clusterName", cluster.name)
 pulumi.export("kubeconfig", cluster.kubeconfig)
 pulumi.export("region", cfg.region)
@@ -90,10 +101,13 @@ pulumi.export("zones", zones.describe())
 pulumi.export("vpcId", network.vpc_id)
 pulumi.export("gpuNodeGroups", {n: p.node_group_name for n, p in pools.items()})
 pulumi.export("bucketName", storage.bucket_name)
+pulumi.export("bucketRetainedOnDestroy", storage.bucket_adopted or cfg.storage.retain_on_destroy)
+pulumi.export("paused", {"paused": cfg.paused, "stopPolicy": cfg.stop_policy})
 pulumi.export("fileSystemId", storage.file_system_id)
 pulumi.export("fileSystemDnsName", storage.dns_name)
 pulumi.export("fileSystemMountName", storage.mount_name)
 pulumi.export("fsxClaimName", volume.claim_name)
 pulumi.export("localQueue", f"{cfg.training_namespace}/{queue.local_queue_name}")
 pulumi.export("expectedBusBandwidthGBps", {n: t.expected_busbw_gbps for n, t in fabric_tests.items()})
-pulumi.export("estimatedCostPerHourUsd", estimate.to_dict())
+pulumi.export("estimatedCostPerHourUsd", {**estimate.to_dict(),
+                                          "paused": cost.paused_per_hour(cfg, reserved, len(zones.zones))})

@@ -74,6 +74,7 @@ class Registration:
     provider: str = ""
     component_outputs: dict[str, Any] = field(default_factory=dict)
     secret_inputs: set[str] = field(default_factory=set)  # input paths that were secrets
+    hooks: dict[str, list[str]] = field(default_factory=dict)  # {"before_delete": [hook names]}, bound hooks only
 
 
 @dataclass
@@ -111,6 +112,9 @@ class Recording:
                 # A component waits for its children.
                 todo.extend(r.urn for r in self.resources if r.parent == urn)
         return False
+
+
+_HOOK_KINDS = ("before_create", "after_create", "before_update", "after_update", "before_delete", "after_delete")
 
 
 class RecordingMonitor(pulumi_mocks.MockMonitor):
@@ -163,6 +167,8 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
             delete_before_replace=bool(request.deleteBeforeReplace),
             import_id=request.importId,
             provider=request.provider,
+            hooks={kind: list(getattr(request.hooks, kind)) for kind in _HOOK_KINDS
+                   if request.HasField("hooks") and list(getattr(request.hooks, kind))},
         ))
         return response
 
@@ -222,6 +228,9 @@ class GpuClusterMocks(pulumi_mocks.Mocks):
         self.capacity_block_type = "p5.48xlarge"
         self.capacity_block_count = 2
         self.existing_log_groups: list[str] = []
+        # Buckets storage.bucketName may adopt: any name exists (in the stack's region) unless listed here.
+        self.missing_buckets: set[str] = set()
+        self.bucket_regions: dict[str, str] = {}
 
     # -- invokes -------------------------------------------------------------
 
@@ -250,6 +259,15 @@ class GpuClusterMocks(pulumi_mocks.Mocks):
             names = [g for g in self.existing_log_groups if g.startswith(prefix)]
             return {"logGroupNames": names, "arns": [f"arn:aws:logs:{self.region}:{ACCOUNT_ID}:log-group:{g}"
                                                       for g in names], "id": self.region}
+        if token == "aws:s3/getBucket:getBucket":
+            name = a.get("bucket")
+            if name in self.missing_buckets:
+                # As the provider fails: the invoke raises with this reason.
+                return {}, [("bucket", f"reading S3 Bucket ({name}): couldn't find resource")]
+            region = self.bucket_regions.get(name, self.region)
+            return {"bucket": name, "arn": f"arn:aws:s3:::{name}", "bucketRegion": region, "region": self.region,
+                    "bucketDomainName": f"{name}.s3.amazonaws.com",
+                    "bucketRegionalDomainName": f"{name}.s3.{region}.amazonaws.com", "id": name}
         # An invoke the mocks do not know would answer with nothing and let the
         # program go on with None: fail instead, so a new lookup gets a real answer.
         raise NotImplementedError(f"GpuClusterMocks has no answer for invoke {token}")

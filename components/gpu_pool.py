@@ -97,6 +97,7 @@ class GpuNodePoolArgs:
     node_role_arn: pulumi.Input[str]
     tags: dict[str, str] = field(default_factory=dict)
     depends_on: list[pulumi.Resource] = field(default_factory=list)  # e.g. core add-ons, node role policies
+    paused: bool = False  # gpucluster:paused: the floor drops to 0 so idle nodes can all go
 
 
 class GpuNodePool(pulumi.ComponentResource):
@@ -204,8 +205,7 @@ class GpuNodePool(pulumi.ComponentResource):
             instance_types=None if capacity_block else [pool.instance_type],
             capacity_type=pool.capacity_type,
             launch_template={"id": template.id, "version": template.latest_version.apply(str)},
-            scaling_config={"min_size": pool.min_nodes, "desired_size": pool.desired_nodes,
-                            "max_size": pool.max_nodes},
+            scaling_config=nodepool.scaling_config(pool, args.paused),
             # One node at a time: a rolling AMI update never takes a whole
             # training job's nodes at once.
             update_config={"max_unavailable": 1},

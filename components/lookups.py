@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import pulumi_aws as aws
 
-from components.spec.config import GpuPoolConfig, StackConfig
+from components.spec.config import ConfigError, GpuPoolConfig, StackConfig
 from components.spec.validation import Problem
 from components.spec.zones import Zone, ZonePlan, choose_zones
 
@@ -82,3 +82,29 @@ def log_group_exists(name: str) -> bool:
     """Whether a CloudWatch log group of exactly this name exists (EKS re-creates its own, see Cluster)."""
     result = aws.cloudwatch.get_log_groups(log_group_name_prefix=name)
     return name in (result.log_group_names or [])
+
+
+@dataclass(frozen=True)
+class BucketRef:
+    """An existing bucket the stack links to instead of creating one (storage.bucketName)."""
+
+    name: str
+    arn: str
+    region: str
+
+
+def lookup_bucket(cfg: StackConfig) -> BucketRef | None:
+    """The bucket storage.bucketName names, looked up; raises ConfigError when it cannot be read.
+
+    An invoke, not `Bucket.get`: nothing about the bucket enters the state,
+    so no `pulumi destroy` can delete or change it.
+    """
+    name = cfg.storage.bucket_name
+    if name is None:
+        return None
+    try:
+        found = aws.s3.get_bucket(bucket=name)
+    except Exception as err:  # the invoke's own error: not found, or access denied
+        raise ConfigError([Problem("gpucluster:storage.bucketName", f"got {name!r}; no such bucket is readable by "
+                                   f"the deploying identity ({str(err).strip().splitlines()[-1]})")]) from None
+    return BucketRef(name=found.bucket, arn=found.arn, region=found.bucket_region)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
+from components.hooks import StackHooks
 from components.spec.config import NetworkConfig
 from components.spec.zones import ZonePlan
 
@@ -32,6 +33,8 @@ class NetworkArgs:
     region: str
     zones: ZonePlan
     tags: dict[str, str]
+    # The program's delete hooks: a private subnet releases the ENIs the VPC CNI left first.
+    hooks: StackHooks | None = None
 
 
 class Network(pulumi.ComponentResource):
@@ -70,10 +73,14 @@ class Network(pulumi.ComponentResource):
                 tags=tags(f"public-{zone}", **cluster_tag, **{"kubernetes.io/role/elb": "1"}), opts=child)
             aws.ec2.RouteTableAssociation(f"{name}-public-{zone}-rta", subnet_id=public.id,
                                           route_table_id=public_rt.id, opts=child)
+            # Nodes live in the private subnets: an interface the VPC CNI left
+            # there would fail the subnet's delete (DependencyViolation).
             private = aws.ec2.Subnet(
                 f"{name}-private-{zone}", vpc_id=vpc.id, cidr_block=private_cidr, availability_zone=zone,
                 tags=tags(f"private-{zone}", **cluster_tag, **{"kubernetes.io/role/internal-elb": "1"}),
-                opts=child)
+                opts=pulumi.ResourceOptions(
+                    parent=self,
+                    hooks=args.hooks.before_delete(args.hooks.release_leaked_enis) if args.hooks else None))
             public_subnets.append(public)
             private_subnets.append(private)
 

@@ -74,11 +74,13 @@ class OperatorsArgs:
 
 
 def runtimes_needed(pools: Sequence[GpuPoolConfig],
-                    jobs: Sequence[JobConfig]) -> list[tuple[GpuPoolConfig, int, str]]:
-    """(pool, maxRestarts, mountPath) of every torchrun job, each once, in the jobs' order."""
+                    jobs: Sequence[JobConfig]) -> list[tuple[GpuPoolConfig, int, str, int]]:
+    """(pool, maxRestarts, mountPath, terminationGracePeriodSeconds) of every torchrun job, each once,
+    in the jobs' order."""
     by_name = {p.name: p for p in pools}
-    keys = dict.fromkeys((j.pool, j.max_restarts, j.mount_path) for j in jobs if j.launcher == "torchrun")
-    return [(by_name[pool], restarts, mount) for pool, restarts, mount in keys]
+    keys = dict.fromkeys((j.pool, j.max_restarts, j.mount_path, j.termination_grace_period_seconds)
+                         for j in jobs if j.launcher == "torchrun")
+    return [(by_name[pool], restarts, mount, grace) for pool, restarts, mount, grace in keys]
 
 
 class Operators(pulumi.ComponentResource):
@@ -123,8 +125,8 @@ class Operators(pulumi.ComponentResource):
         # A runtime must exist before a TrainJob naming it (the TrainJob webhook
         # rejects one whose runtime is missing), and the runtime webhook must run.
         self.runtimes = {}
-        for pool, restarts, mount_path in runtimes_needed(args.pools, args.jobs):
-            manifest = trainer.runtime(pool, restarts, args.claim_name, mount_path)
+        for pool, restarts, mount_path, grace in runtimes_needed(args.pools, args.jobs):
+            manifest = trainer.runtime(pool, restarts, args.claim_name, mount_path, grace)
             runtime_name = manifest["metadata"]["name"]
             self.runtimes[runtime_name] = KubernetesObject(
                 f"{name}-runtime-{runtime_name}", manifest,

@@ -29,6 +29,8 @@ class QueueArgs:
     namespace: str  # the training namespace
     namespace_resource: pulumi.Resource
     provider: k8s.Provider
+    # None while running; Hold or HoldAndDrain while the stack is paused (StackConfig.stop_policy).
+    stop_policy: str = "None"
     # The operators first: Kueue sets up its MPIJob and TrainJob integrations
     # for the CRDs it finds (it polls for late ones, but in order is simpler).
     depends_on: Sequence[pulumi.Resource] = field(default_factory=tuple)
@@ -55,7 +57,8 @@ class Queue(pulumi.ComponentResource):
         flavors = [custom(f"{name}-flavor-{f['metadata']['name']}", f, [])
                    for f in queueing.resource_flavors(args.pools)]
         cluster_queue = custom(f"{name}-cluster-queue",
-                               queueing.cluster_queue(args.pools, args.system_nodes, args.namespace), flavors)
+                               queueing.cluster_queue(args.pools, args.system_nodes, args.namespace,
+                                                      args.stop_policy), flavors)
         # spec.clusterQueue is immutable (LocalQueue CRD): a new one replaces it.
         custom(f"{name}-local-queue", queueing.local_queue(args.namespace), [cluster_queue, args.namespace_resource],
                replace_on_changes=["spec.clusterQueue"], delete_before_replace=True)
@@ -64,4 +67,4 @@ class Queue(pulumi.ComponentResource):
         self.cluster_queue_name = queueing.CLUSTER_QUEUE
         self.local_queue_name = queueing.LOCAL_QUEUE
         self.register_outputs({"clusterQueue": self.cluster_queue_name, "localQueue": self.local_queue_name,
-                               "kueueChartVersion": v.KUEUE_CHART_VERSION})
+                               "stopPolicy": args.stop_policy, "kueueChartVersion": v.KUEUE_CHART_VERSION})

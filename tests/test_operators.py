@@ -86,14 +86,14 @@ def test_trainer_chart_values():
     }
 
 
-def test_runtimes_needed_once_per_pool_restart_budget_and_mount():
+def test_runtimes_needed_once_per_pool_restart_budget_mount_and_grace_period():
     cfg = stack_config("prod", {"gpucluster:jobs": [
         {"name": n, "pool": "h100", "nodes": 2, "launcher": launcher, "image": "repo/train:1.0",
          "command": ["python", "train.py"], **extra}
         for n, launcher, extra in (("a", "torchrun", {}), ("b", "torchrun", {}), ("c", "torchrun", {"maxRestarts": 9}),
-                                   ("d", "mpirun", {}))]})
+                                   ("d", "mpirun", {}), ("e", "torchrun", {"terminationGracePeriodSeconds": 120}))]})
     needed = operators.runtimes_needed(cfg.gpu_pools, cfg.jobs)
-    assert [(p.name, r, m) for p, r, m in needed] == [("h100", 3, "/fsx"), ("h100", 9, "/fsx")]
+    assert [(p.name, r, m, g) for p, r, m, g in needed] == [("h100", 3, "/fsx", 120), ("h100", 9, "/fsx", 120)]
 
 
 def build(cfg=None):

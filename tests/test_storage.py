@@ -10,11 +10,12 @@ import pulumi_kubernetes as k8s
 import pytest
 
 from bootstrap import mocks
-from components import storage as storage_mod
 from components.cluster import Cluster, ClusterArgs
+from components.fsx_volume import FsxVolume, FsxVolumeArgs
 from components.network import Network, NetworkArgs
+from components.spec import bucket as bucketlib
 from components.spec.zones import ZonePlan
-from components.storage import FsxVolume, FsxVolumeArgs, Storage, StorageArgs
+from components.storage import Storage, StorageArgs
 from tests.conftest import stack_config, stack_raw
 from tests.k8s import validate_core
 
@@ -101,8 +102,8 @@ def test_bucket_is_named_cluster_data_random_suffix(stack, request):
 
 
 def test_bucket_name_is_lowercase_and_fits_s3():
-    assert storage_mod.bucket_name("My_Cluster", "0a1b2c3d") == "my-cluster-data-0a1b2c3d"
-    long = storage_mod.bucket_name("x" * 100, "0a1b2c3d")
+    assert bucketlib.bucket_name("My_Cluster", "0a1b2c3d") == "my-cluster-data-0a1b2c3d"
+    long = bucketlib.bucket_name("x" * 100, "0a1b2c3d")
     assert len(long) == 63 and long.endswith("-data-0a1b2c3d")
 
 

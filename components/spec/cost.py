@@ -57,17 +57,18 @@ def fsx_per_hour(cfg: StackConfig) -> float:
     return fsx.storage_capacity_gib * per_gb_month / HOURS_PER_MONTH
 
 
-def pool_line(pool: GpuPoolConfig, cfg: StackConfig, reserved_nodes: int | None) -> CostLine:
+def pool_line(pool: GpuPoolConfig, cfg: StackConfig, reserved_nodes: int | None, paused: bool = False) -> CostLine:
     """A pool's cost at min and max scale, saying what the number assumes.
 
     A reservation (On-Demand Capacity Reservation or Capacity Block) bills
     every instance it holds whether a node runs or not, so at minimum scale
     the pool costs at least the reservation: `reserved_nodes` from the
     Capacity Block lookup, else (an ODCR, which has no invoke) maxNodes.
+    Paused, a pool's floor is 0 (nodepool.scaling_config), reservations still bill.
     """
     price = cfg.price(pool.instance_type)
     notes = []
-    low = pool.min_nodes
+    low = 0 if paused else pool.min_nodes
     if pool.capacity_reservation_id is not None:
         held = reserved_nodes if reserved_nodes is not None else pool.max_nodes
         low = max(low, held)
@@ -92,9 +93,11 @@ def price_region_note(instance_type: str, cfg: StackConfig) -> list[str]:
 
 
 def estimate(cfg: StackConfig, reserved_nodes: dict[str, int] | None = None,
-             zone_count: int | None = None) -> CostEstimate:
+             zone_count: int | None = None, paused: bool | None = None) -> CostEstimate:
     """`reserved_nodes`: the instance count of each pool's Capacity Block; `zone_count`: zones with
-    subnets (one more than azCount when EKS refuses the GPU zone)."""
+    subnets (one more than azCount when EKS refuses the GPU zone); `paused`: as if the stack were
+    paused (default: as it is)."""
+    paused = cfg.paused if paused is None else paused
     control_plane = (EKS_STANDARD_PER_HOUR if support_type(cfg.kubernetes_version) == "STANDARD"
                      else EKS_EXTENDED_PER_HOUR)
     zones = zone_count or cfg.network.az_count
@@ -106,8 +109,15 @@ def estimate(cfg: StackConfig, reserved_nodes: dict[str, int] | None = None,
         CostLine(f"NAT gateways x{nats}", nats * NAT_GATEWAY_PER_HOUR, nats * NAT_GATEWAY_PER_HOUR),
         CostLine(f"system nodes {cfg.system_nodes.count} x {cfg.system_nodes.instance_type}", system, system),
     ]
-    lines += [pool_line(pool, cfg, (reserved_nodes or {}).get(pool.name)) for pool in cfg.gpu_pools]
+    lines += [pool_line(pool, cfg, (reserved_nodes or {}).get(pool.name), paused) for pool in cfg.gpu_pools]
     fsx = fsx_per_hour(cfg)
     lines.append(CostLine(f"FSx {cfg.storage.fsx.deployment_type} {cfg.storage.fsx.storage_capacity_gib} GiB", fsx, fsx))
     return CostEstimate(tuple(CostLine(line.item, round(line.min_per_hour, 4), round(line.max_per_hour, 4))
                               for line in lines))
+
+
+def paused_per_hour(cfg: StackConfig, reserved_nodes: dict[str, int] | None = None,
+                    zone_count: int | None = None) -> float:
+    """What bills per hour once a pause has let every GPU node go: the control plane, NAT, system
+    nodes, FSx, and reservations (billed whether used or not)."""
+    return estimate(cfg, reserved_nodes, zone_count, paused=True).min_per_hour

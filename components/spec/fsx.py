@@ -151,3 +151,28 @@ def _capacity_for(need_mbps: float, per_tib: float) -> int:
     if gib <= 1200:
         return 1200
     return max(2400, math.ceil(gib / _CAPACITY_STEP_GIB) * _CAPACITY_STEP_GIB)
+
+
+def lustre_args(config: StorageConfig) -> dict:
+    """The deployment-type-specific LustreFileSystem arguments.
+
+    Scratch has no backups or metadata servers to size. Neither type uses
+    the legacy import_path/export_path link: it exports nothing by itself,
+    and S3 is linked by a data repository association instead.
+    """
+    f = config.fsx
+    if f.deployment_type == "SCRATCH_2":
+        return {}
+    metadata = ({"mode": "AUTOMATIC"} if f.metadata_iops is None
+                else {"mode": "USER_PROVISIONED", "iops": f.metadata_iops})
+    return {
+        "per_unit_storage_throughput": f.throughput_per_tib,
+        # Lustre 2.15 PERSISTENT_2 metadata servers; EFA needs one set at creation
+        # (FSx Lustre User Guide, "Lustre metadata performance configuration").
+        "metadata_configuration": metadata,
+        "efa_enabled": f.efa_enabled,
+        "automatic_backup_retention_days": f.backup_retention_days,
+        "copy_tags_to_backups": True,
+        # The provider skips the final backup unless told otherwise.
+        "skip_final_backup": not f.final_backup_on_delete,
+    }

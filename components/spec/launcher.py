@@ -21,7 +21,13 @@ from typing import Any
 
 from components.spec import nccl, queueing, teardown, trainer, workers
 from components.spec import versions as v
-from components.spec.config import GpuPoolConfig, JobConfig, RunPolicyConfig, StorageConfig
+from components.spec.config import (
+    GRACE_PERIOD_DEFAULT_SECONDS,
+    GpuPoolConfig,
+    JobConfig,
+    RunPolicyConfig,
+    StorageConfig,
+)
 from components.spec.nodepool import SYSTEM_NODE_LABEL
 
 MPIJOB_API_VERSION = "kubeflow.org/v2beta1"
@@ -95,7 +101,7 @@ def mpirun_command(nodes: int, gpus: int, env: dict[str, str], program: list[str
 
 def _mpijob(name: str, ctx: JobContext, pool: GpuPoolConfig, nodes: int, gpus: int, image: str,
             command: list[str], worker: dict[str, Any], claim_name: str | None, policy: RunPolicyConfig,
-            priority: str, deadline: int | None) -> dict[str, Any]:
+            priority: str, deadline: int | None, grace_seconds: int = GRACE_PERIOD_DEFAULT_SECONDS) -> dict[str, Any]:
     pod_labels = workers.labels(name, pool)
     return {
         "apiVersion": MPIJOB_API_VERSION,
@@ -119,6 +125,9 @@ def _mpijob(name: str, ctx: JobContext, pool: GpuPoolConfig, nodes: int, gpus: i
                         "metadata": {"labels": pod_labels},
                         "spec": {
                             "nodeSelector": dict(SYSTEM_NODE_LABEL),
+                            # mpirun is the launcher's PID 1: SIGTERM reaches the
+                            # ranks through it, so it gets the workers' grace too.
+                            "terminationGracePeriodSeconds": grace_seconds,
                             "containers": [{"name": "launcher", "image": image, "command": command,
                                             "resources": LAUNCHER_RESOURCES}],
                         },
@@ -128,7 +137,7 @@ def _mpijob(name: str, ctx: JobContext, pool: GpuPoolConfig, nodes: int, gpus: i
                     "replicas": nodes,
                     # No command: the MPI Operator runs sshd in workers that set none.
                     "template": {"metadata": {"labels": pod_labels, "annotations": dict(workers.POD_ANNOTATIONS)},
-                                 "spec": workers.worker_pod_spec(pool, worker, claim_name)},
+                                 "spec": workers.worker_pod_spec(pool, worker, claim_name, grace_seconds)},
                 },
             },
         },
@@ -141,7 +150,8 @@ def mpijob(job: JobConfig, pool: GpuPoolConfig, ctx: JobContext) -> dict[str, An
     worker = workers.worker_container("worker", job.image, pool, gpus, job.mount_path)
     command = mpirun_command(job.nodes, gpus, workers.job_env(job, pool, ctx.storage), job.command)
     return _mpijob(job.name, ctx, pool, job.nodes, gpus, job.image, command, worker, ctx.claim_name,
-                   job.run_policy, queueing.TRAINING_PRIORITY, teardown.deadline_seconds(job, pool, ctx.prices))
+                   job.run_policy, queueing.TRAINING_PRIORITY, teardown.deadline_seconds(job, pool, ctx.prices),
+                   job.termination_grace_period_seconds)
 
 
 def job_manifest(job: JobConfig, pool: GpuPoolConfig, ctx: JobContext) -> dict[str, Any]:

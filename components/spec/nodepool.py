@@ -78,6 +78,18 @@ class Taint:
 GPU_TAINT = Taint(key=GPU_RESOURCE, value="true", effect="NoSchedule")
 
 
+def scaling_config(pool: GpuPoolConfig, paused: bool = False) -> dict[str, int]:
+    """The managed node group's sizes. Paused, the floor is 0 so the autoscaler can give every node back.
+
+    Only min_size moves (UpdateNodegroupConfig, in place: no node is replaced);
+    desired_size is the initial size and the autoscaler's afterwards (gpu_pool
+    ignores later changes to it).
+    """
+    if paused:
+        return {"min_size": 0, "desired_size": 0, "max_size": pool.max_nodes}
+    return {"min_size": pool.min_nodes, "desired_size": pool.desired_nodes, "max_size": pool.max_nodes}
+
+
 def efa_interfaces(pool: GpuPoolConfig) -> int:
     return efa.efa_interface_count(pool.instance, pool.efa_enabled)
 

@@ -29,7 +29,7 @@ from typing import Any
 
 from components.spec import namespaces, nccl, queueing, workers
 from components.spec import versions as v
-from components.spec.config import GpuPoolConfig, JobConfig
+from components.spec.config import GRACE_PERIOD_DEFAULT_SECONDS, GpuPoolConfig, JobConfig
 from components.spec.nodepool import SYSTEM_NODE_LABEL
 
 API_GROUP = "trainer.kubeflow.org"
@@ -39,6 +39,8 @@ NODE = "node"  # constants.Node: the trainer's replicated job and container
 ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
 FRAMEWORK_LABEL = "trainer.kubeflow.org/framework"  # the SDK lists runtimes by it
 DEFAULT_MOUNT_PATH = "/fsx"
+SHUTDOWN_TIMEOUT_ENV = "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"
+SHUTDOWN_MARGIN_SECONDS = 5
 
 
 def helm_values() -> dict[str, Any]:
@@ -61,16 +63,33 @@ def helm_values() -> dict[str, Any]:
     }
 
 
-def runtime_name(pool: GpuPoolConfig, max_restarts: int, mount_path: str = DEFAULT_MOUNT_PATH) -> str:
-    """One runtime per pool, restart budget (a JobSet failurePolicy is per runtime) and mount path."""
+def runtime_name(pool: GpuPoolConfig, max_restarts: int, mount_path: str = DEFAULT_MOUNT_PATH,
+                 grace_seconds: int = GRACE_PERIOD_DEFAULT_SECONDS) -> str:
+    """One runtime per pool, restart budget (a JobSet failurePolicy is per runtime), mount path and
+    termination grace period (both in the runtime's pod template, which a TrainJob does not patch)."""
     name = f"gpucluster-torch-{pool.name}-r{max_restarts}"
     if mount_path != DEFAULT_MOUNT_PATH:
         name += f"-m{hashlib.sha256(mount_path.encode()).hexdigest()[:6]}"
+    if grace_seconds != GRACE_PERIOD_DEFAULT_SECONDS:
+        name += f"-g{grace_seconds}"
     return name
 
 
+def shutdown_timeout_seconds(grace_seconds: int) -> int:
+    """How long torchrun waits between its SIGTERM to the training processes and SIGKILL.
+
+    torchrun is the container's entry point, so it gets the pod's SIGTERM and
+    passes it on; PyTorch 2.13 waits TORCH_ELASTIC_SHUTDOWN_TIMEOUT seconds
+    (default 30) before SIGKILL (torch/distributed/launcher/api.py,
+    LaunchConfig.shutdown_timeout). Set it to the pod's grace period less a
+    margin for torchrun's own exit, so a checkpoint written on SIGTERM gets
+    the whole window. Older PyTorch ignores the variable and keeps 30 s.
+    """
+    return max(0, grace_seconds - SHUTDOWN_MARGIN_SECONDS)
+
+
 def runtime(pool: GpuPoolConfig, max_restarts: int, claim_name: str | None,
-            mount_path: str = DEFAULT_MOUNT_PATH) -> dict[str, Any]:
+            mount_path: str = DEFAULT_MOUNT_PATH, grace_seconds: int = GRACE_PERIOD_DEFAULT_SECONDS) -> dict[str, Any]:
     """ClusterTrainingRuntime for torchrun on whole nodes of `pool`: every GPU and EFA device,
     huge pages, /dev/shm, the FSx claim at `mount_path`, the NCCL/EFA preset of the type.
 
@@ -81,13 +100,14 @@ def runtime(pool: GpuPoolConfig, max_restarts: int, claim_name: str | None,
     # The image is a default: every TrainJob sets its own (trainer.image).
     container = workers.worker_container(NODE, v.DLC_PYTORCH_IMAGE, pool, pool.instance.gpu_count,
                                          mount_path if claim_name else None)
-    container["env"] = _env_list(nccl.preset_env(pool.instance_type, pool.efa_enabled, torch=True))
-    pod_spec = workers.worker_pod_spec(pool, container, claim_name)
+    container["env"] = _env_list({**nccl.preset_env(pool.instance_type, pool.efa_enabled, torch=True),
+                                  SHUTDOWN_TIMEOUT_ENV: str(shutdown_timeout_seconds(grace_seconds))})
+    pod_spec = workers.worker_pod_spec(pool, container, claim_name, grace_seconds)
     pod_spec["restartPolicy"] = "Never"
     return {
         "apiVersion": TRAINJOB_API_VERSION,
         "kind": "ClusterTrainingRuntime",
-        "metadata": {"name": runtime_name(pool, max_restarts, mount_path),
+        "metadata": {"name": runtime_name(pool, max_restarts, mount_path, grace_seconds),
                      "labels": {FRAMEWORK_LABEL: "torch", "app.kubernetes.io/part-of": "gpucluster"}},
         "spec": {
             "mlPolicy": {"numNodes": 1, "torch": {}},
@@ -151,7 +171,8 @@ def trainjob(job: JobConfig, pool: GpuPoolConfig, namespace: str, env: dict[str,
     spec_trainer["resourcesPerNode"] = workers.worker_resources(pool, gpus)
     spec: dict[str, Any] = {
         "runtimeRef": {"apiGroup": API_GROUP, "kind": "ClusterTrainingRuntime",
-                       "name": runtime_name(pool, job.max_restarts, job.mount_path)},
+                       "name": runtime_name(pool, job.max_restarts, job.mount_path,
+                                            job.termination_grace_period_seconds)},
         "trainer": spec_trainer,
     }
     if deadline_seconds is not None:

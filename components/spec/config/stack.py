@@ -33,6 +33,7 @@ from components.spec.config.types import (
     KNOWN_NAMESPACES,
     NAMESPACE,
     NAT_MODES,
+    PAUSE_MODES,
     STRUCTURED_KEYS,
     NetworkConfig,
     StackConfig,
@@ -154,6 +155,8 @@ def _parse_stack(top: Section, problems: Problems, project: str, stack: str, reg
         problems.bad(top.key_path("trainingNamespace"), namespace,
                      f"is a namespace the cluster's system or operators own; not one of {', '.join(namespaces.RESERVED)}")
         namespace = None
+    paused = top.boolean("paused", False)
+    pause_mode = top.enum("pauseMode", tuple(PAUSE_MODES), "finish")
     versions = _versions(top.section("versions"), version)
     prices = _prices(top.section("prices"))
     tags = top.string_map("tags", key_pattern=r"(?!aws:)[\w .:/=+@-]{1,128}",
@@ -172,7 +175,8 @@ def _parse_stack(top: Section, problems: Problems, project: str, stack: str, reg
         kubernetes_version=version, admin_principal_arns=admins, public_access_cidrs=cidrs,
         gpu_availability_zone=gpu_az, network=network, system_nodes=system_nodes,
         gpu_pools=pools, storage=storage, jobs=jobs, versions=versions, training_namespace=namespace or "training",
-        prices=prices, tags=tags, deployer_in_vpc=bool(in_vpc),
+        prices=prices, tags=tags, deployer_in_vpc=bool(in_vpc), paused=bool(paused),
+        pause_mode=pause_mode or "finish",
     )
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from components.spec import bucket as bucketlib
 from components.spec.config.types import (
+    EXPORT_TIMEOUT_MAX_MINUTES,
     FSX_DEPLOYMENT_TYPES,
     FSX_MAX_CAPACITY_GIB,
     FSX_METADATA_IOPS,
@@ -25,6 +27,17 @@ def parse_storage(sec: Section) -> StorageConfig:
         sec.problems.bad(sec.key_path("checkpointPrefix"), checkpoint,
                          f"must not overlap datasetPrefix {dataset!r} (one S3 link each)")
     retain = sec.boolean("retainOnDestroy", d.retain_on_destroy)
+    bucket = sec.string("bucketName", allowed=bucketlib.ALLOWED)
+    if bucket is not None and (reason := bucketlib.bucket_name_problem(bucket)):
+        sec.problems.bad(sec.key_path("bucketName"), bucket, reason)
+        bucket = None
+    if sec.has("bucketName") and retain is False:
+        # The stack never deletes a bucket it did not create.
+        sec.problems.bad(sec.key_path("retainOnDestroy"), False,
+                         "does not apply with storage.bucketName: an adopted bucket is never deleted by the stack; "
+                         "remove retainOnDestroy (or bucketName, to let the stack create and delete its own bucket)")
+    export_timeout = sec.integer("exportTimeoutMinutes", d.export_timeout_minutes, minimum=5,
+                                 maximum=EXPORT_TIMEOUT_MAX_MINUTES)
     target = sec.number("readTargetMBpsPerGpu", d.read_target_mbps_per_gpu, minimum=0)
     s3_link = sec.boolean("s3Link", d.s3_link)
     if s3_link is not False and (fsx.backup_retention_days or fsx.final_backup_on_delete):
@@ -38,7 +51,8 @@ def parse_storage(sec: Section) -> StorageConfig:
     return StorageConfig(fsx=fsx, s3_link=s3_link is not False, dataset_prefix=dataset or d.dataset_prefix,
                          checkpoint_prefix=checkpoint or d.checkpoint_prefix,
                          retain_on_destroy=d.retain_on_destroy if retain is None else retain,
-                         read_target_mbps_per_gpu=d.read_target_mbps_per_gpu if target is None else target)
+                         read_target_mbps_per_gpu=d.read_target_mbps_per_gpu if target is None else target,
+                         bucket_name=bucket, export_timeout_minutes=export_timeout or d.export_timeout_minutes)
 
 
 def parse_fsx(sec: Section) -> FsxConfig:

@@ -76,6 +76,23 @@ AMI_RELEASE = r"\d+\.\d+\.\d+-\d{8}"
 IDLE_MINUTES_DEFAULT = 3
 IDLE_MINUTES_MAX = 60
 
+# gpucluster:pauseMode -> the ClusterQueue's stopPolicy (Kueue v0.19.2 CRD,
+# ClusterQueueSpec.stopPolicy): finish lets admitted jobs run to the end,
+# drain evicts them (their pods get SIGTERM and their grace period).
+PAUSE_MODES = {"finish": "Hold", "drain": "HoldAndDrain"}
+
+# jobs[].terminationGracePeriodSeconds: how long a worker has between SIGTERM
+# and SIGKILL when it is drained, preempted or its job deleted. Two minutes is
+# the warning a Spot interruption gives; the Kubernetes default (30 s) is too
+# short to write a large checkpoint.
+GRACE_PERIOD_DEFAULT_SECONDS = 120
+GRACE_PERIOD_MAX_SECONDS = 3600
+
+# storage.exportTimeoutMinutes: how long destroy waits for the export to S3
+# before it gives up and keeps the file system.
+EXPORT_TIMEOUT_DEFAULT_MINUTES = 60
+EXPORT_TIMEOUT_MAX_MINUTES = 24 * 60
+
 
 @dataclass(frozen=True)
 class NetworkConfig:
@@ -158,6 +175,14 @@ class StorageConfig:
     retain_on_destroy: bool = True
     read_target_mbps_per_gpu: float = 100.0
     s3_link: bool = True
+    # An existing bucket to use instead of creating one (the one a previous
+    # destroy kept): the stack neither creates nor deletes it.
+    bucket_name: str | None = None
+    export_timeout_minutes: int = EXPORT_TIMEOUT_DEFAULT_MINUTES
+
+    @property
+    def adopts_bucket(self) -> bool:
+        return self.bucket_name is not None
 
 
 @dataclass(frozen=True)
@@ -196,6 +221,7 @@ class JobConfig:
     max_restarts: int = 3
     mount_path: str = "/fsx"
     max_cost_usd: float | None = None  # becomes a run deadline from nodes x the pool's price
+    termination_grace_period_seconds: int = GRACE_PERIOD_DEFAULT_SECONDS
 
 
 @dataclass(frozen=True)
@@ -228,6 +254,13 @@ class StackConfig:
     deployer_in_vpc: bool = False  # pulumi runs inside the VPC: a private-only endpoint is reachable
     aws_profile: str | None = None  # aws:profile, passed to `aws eks get-token`
     aws_role_arn: str | None = None  # the last role of aws:assumeRoles, likewise
+    paused: bool = False  # the ClusterQueue holds and the GPU pools may scale to zero
+    pause_mode: str = "finish"  # PAUSE_MODES
+
+    @property
+    def stop_policy(self) -> str:
+        """The ClusterQueue's stopPolicy: None while running, Hold or HoldAndDrain while paused."""
+        return PAUSE_MODES[self.pause_mode] if self.paused else "None"
 
     def pool(self, name: str) -> GpuPoolConfig:
         return next(p for p in self.gpu_pools if p.name == name)

@@ -1,0 +1,127 @@
+"""The program's resource hooks: what runs against AWS before Pulumi deletes something that holds data.
+
+- `export_to_s3` (before a data repository association is deleted): export
+  the file system to S3 and wait for it; a failed or timed-out export fails
+  the delete, so the link, the file system and its data stay.
+- `wait_for_fsx_tasks` (before the file system is deleted): DeleteFileSystem
+  fails while a data repository task is pending or running.
+- `keep_bucket_data` (before a bucket the stack may delete is deleted): no
+  object goes without a confirmation naming the bucket.
+- `release_leaked_enis` (before a private subnet is deleted): interfaces
+  the VPC CNI left would block it.
+
+Pulumi runs before-delete hooks only when the program runs with the
+operation, so plain `pulumi destroy` refuses and asks for `--run-program`;
+`python -m bootstrap destroy` runs it. Every hook is registered on every run,
+bound or not: the engine finds the hooks of a resource deleted because it
+left the program by the names in the state. The AWS work runs in a thread
+(hooks are called on the program's event loop) as the stack's own identity.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+
+from components.hooks import bucket_guard, fsx_export, leaked_enis
+from components.hooks.session import aws_session
+from components.spec.config import StackConfig
+
+EXPORT_HOOK = "gpucluster-export-fsx-to-s3"
+FSX_TASKS_HOOK = "gpucluster-wait-for-fsx-tasks"
+BUCKET_HOOK = "gpucluster-keep-bucket-data"
+ENI_HOOK = "gpucluster-release-leaked-enis"
+# `python -m bootstrap destroy --skip-export` sets it: delete the file system unexported.
+SKIP_EXPORT_ENV = "GPUCLUSTER_SKIP_FSX_EXPORT"
+# A file system can only be deleted once its tasks end; give a running one (ours ended already) this long.
+FSX_TASKS_TIMEOUT_SECONDS = 30 * 60
+
+
+@dataclass(frozen=True)
+class HookSettings:
+    stack: str
+    cluster_name: str
+    region: str
+    profile: str | None
+    role_arn: str | None
+    export_timeout_minutes: int
+    adopted_bucket: str | None
+
+    @classmethod
+    def of(cls, cfg: StackConfig) -> HookSettings:
+        return cls(stack=cfg.stack, cluster_name=cfg.cluster_name, region=cfg.region, profile=cfg.aws_profile,
+                   role_arn=cfg.aws_role_arn, export_timeout_minutes=cfg.storage.export_timeout_minutes,
+                   adopted_bucket=cfg.storage.bucket_name)
+
+
+def _value(mapping: Any, *path: str) -> Any:
+    """mapping[path...] across the engine's camelCase and the SDK's snake_case keys, else None."""
+    for key in path:
+        if not isinstance(mapping, dict):
+            return None
+        snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in key)
+        mapping = mapping.get(key, mapping.get(snake))
+    return mapping
+
+
+class HookWork:
+    """What each hook does against AWS, as the stack's identity; callable without Pulumi (tests, tools)."""
+
+    def __init__(self, settings: HookSettings, session: Callable[[], Any] | None = None,
+                 log: Callable[[str], None] = pulumi.log.info):
+        self.settings = settings
+        self._session = session or (lambda: aws_session(settings.region, settings.profile, settings.role_arn))
+        self._log = log
+
+    def export_now(self, args: pulumi.ResourceHookArgs) -> None:
+        if os.environ.get(SKIP_EXPORT_ENV) == "1":
+            self._log(f"{args.id}: not exported to S3 ({SKIP_EXPORT_ENV}=1)")
+            return
+        events = _value(args.old_inputs, "s3", "autoExportPolicy", "events") or []
+        result = fsx_export.export_before_unlink(
+            self._session().client("fsx"), args.id, self.settings.export_timeout_minutes * 60, list(events),
+            log=self._log)
+        self._log(f"{args.id}: {result.note}")
+
+    def wait_for_tasks_now(self, args: pulumi.ResourceHookArgs) -> None:
+        fsx_export.wait_for_tasks(self._session().client("fsx"), args.id, FSX_TASKS_TIMEOUT_SECONDS, log=self._log)
+
+    def check_bucket_now(self, args: pulumi.ResourceHookArgs) -> None:
+        bucket = _value(args.old_outputs, "bucket") or args.id
+        self._log(bucket_guard.check_deletable(self._session().client("s3"), bucket, self.settings.stack,
+                                               self.settings.adopted_bucket))
+
+    def release_enis_now(self, args: pulumi.ResourceHookArgs) -> None:
+        leaked_enis.release_leaked_enis(self._session().client("ec2"), args.id, self.settings.cluster_name,
+                                        log=self._log)
+
+
+class StackHooks:
+    """The named hooks of one program run, registered with the engine, for components to bind."""
+
+    def __init__(self, settings: HookSettings, work: HookWork | None = None):
+        self.work = work or HookWork(settings)
+        self.export_to_s3 = pulumi.ResourceHook(EXPORT_HOOK, _in_thread(self.work.export_now))
+        self.wait_for_fsx_tasks = pulumi.ResourceHook(FSX_TASKS_HOOK, _in_thread(self.work.wait_for_tasks_now))
+        self.keep_bucket_data = pulumi.ResourceHook(BUCKET_HOOK, _in_thread(self.work.check_bucket_now))
+        self.release_leaked_enis = pulumi.ResourceHook(ENI_HOOK, _in_thread(self.work.release_enis_now))
+
+    @staticmethod
+    def before_delete(*hooks: pulumi.ResourceHook) -> pulumi.ResourceHookBinding:
+        return pulumi.ResourceHookBinding(before_delete=list(hooks))
+
+
+def _in_thread(work: Callable[[pulumi.ResourceHookArgs], None]) -> Callable[[pulumi.ResourceHookArgs], Any]:
+    """An async hook running `work` on a worker thread: an hour-long export must not block the event loop."""
+
+    async def hook(args: pulumi.ResourceHookArgs) -> None:
+        await asyncio.to_thread(work, args)
+
+    hook.__name__ = work.__name__
+    hook.__doc__ = work.__doc__
+    return hook
