@@ -13,6 +13,7 @@ them. `with_plan_standins` fills them for the offline plan, which says so.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -120,3 +121,27 @@ def with_plan_standins(raw: dict[str, str]) -> tuple[dict[str, str], list[str]]:
             out[key] = _as_engine_string(value)
             filled.append(key)
     return out, filled
+
+
+def set_scalar(text: str, key: str, value: str) -> str:
+    """The stack file `text` with top-level config `key` (e.g. "gpucluster:paused") set to the one-line YAML
+    `value`, in place of its old value (a block included) or added under `config:`; every other line,
+    comments included, kept."""
+    lines = text.splitlines()
+    pattern = re.compile(rf"^(\s*){re.escape(key)}:(\s.*)?$")
+    start = next((i for i, line in enumerate(lines) if pattern.match(line)), None)
+    if start is None:
+        anchor = next((i for i, line in enumerate(lines) if line.rstrip() == "config:"), None)
+        if anchor is None:
+            raise StackFileError("the stack file has no `config:` mapping")
+        lines.insert(anchor + 1, f"  {key}: {value}")
+    else:
+        indent = pattern.match(lines[start]).group(1)
+        end = start + 1
+        # A block value: the lines indented deeper than the key, and blank lines among them.
+        while end < len(lines) and (not lines[end].strip() or len(lines[end]) - len(lines[end].lstrip()) > len(indent)):
+            end += 1
+        while end > start + 1 and not lines[end - 1].strip():
+            end -= 1  # keep the blank lines that separate it from what follows
+        lines[start:end] = [f"{indent}{key}: {value}"]
+    return "\n".join(lines) + "\n"

@@ -98,16 +98,10 @@ def rewrite(text: str, pins: dict, kubernetes_version: str | None = None) -> str
             if anchor is None:
                 raise UpgradeError("the stack file has no `config:` mapping")
         lines[anchor + 1:anchor + 1] = render_block(pins)
+    text = "\n".join(lines) + "\n"
     if kubernetes_version is not None:
-        version_key = re.compile(rf"^(\s*){config.NAMESPACE}:kubernetesVersion:.*$")
-        for i, line in enumerate(lines):
-            if (m := version_key.match(line)):
-                lines[i] = f'{m.group(1)}{config.NAMESPACE}:kubernetesVersion: "{kubernetes_version}"'
-                break
-        else:
-            anchor = next(i for i, line in enumerate(lines) if line.rstrip() == "config:")
-            lines.insert(anchor + 1, f'  {config.NAMESPACE}:kubernetesVersion: "{kubernetes_version}"')
-    return "\n".join(lines) + "\n"
+        text = stackfile.set_scalar(text, f"{config.NAMESPACE}:kubernetesVersion", f'"{kubernetes_version}"')
+    return text
 
 
 def main(argv: list[str]) -> int:

@@ -1,0 +1,119 @@
+"""`python -m bootstrap destroy --stack S`: export FSx to S3, destroy the stack, keep the bucket.
+
+The safe way to tear a stack down:
+
+1. reads the stack's state and config and prints what will be deleted, in
+   which order, and what is kept (the bucket, the EKS log group, the KMS
+   key's waiting period);
+2. refuses when the bucket would be deleted with objects in it, unless
+   --delete-bucket-data says so; asks you to type the stack name (or --yes);
+3. runs `pulumi destroy` with the program (Automation API, run_program), so
+   the delete hooks run: every S3 link exports the file system first, and a
+   failed or timed-out export stops the destroy with the data in place;
+4. prints what was kept, and the exact line that makes the next `pulumi up`
+   link the kept bucket instead of creating a new one.
+
+Exit codes: 0 destroyed (or nothing to destroy), 1 refused or failed, 2 the
+stack cannot be read (no CLI, no login, no stack, bad stack file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from bootstrap import automation, destroy_report, stackfile
+from components.hooks import SKIP_EXPORT_ENV, bucket_guard
+from components.spec import config
+
+
+def bucket_holds_objects(cfg: config.StackConfig, bucket: str) -> bool | None:
+    """Whether the bucket holds any object version; None when it cannot be told (the hook still guards)."""
+    import botocore.exceptions
+
+    from components.hooks.session import aws_session
+
+    try:
+        s3 = aws_session(cfg.region, cfg.aws_profile, cfg.aws_role_arn).client("s3")
+        return bucket_guard.holds_objects(s3, bucket)
+    except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError):
+        return None
+
+
+def run(args: argparse.Namespace, select: Callable[[str], automation.DeployedStack] = automation.select,
+        holds_objects: Callable[[config.StackConfig, str], bool | None] = bucket_holds_objects,
+        ask: Callable[[str], str] | None = None, out: Callable[[str], None] = print,
+        project_dir: Path = stackfile.PROJECT_DIR) -> int:
+    try:
+        raw = stackfile.read_stack_config(args.stack, project_dir)
+        cfg = config.parse(raw, stackfile.project_name(project_dir), args.stack)
+    except stackfile.StackFileError as err:
+        print(f"gpucluster: {err}", file=sys.stderr)
+        return 2
+    except config.ConfigError as err:
+        # The destroy runs the program, which stops on the same problems.
+        print(err.render(), file=sys.stderr)
+        print("fix the stack file first: `pulumi destroy` runs the program, which refuses a bad config",
+              file=sys.stderr)
+        return 2
+    try:
+        stack = select(args.stack)
+        resources = automation.state_resources(stack)
+    except automation.AutomationError as err:
+        print(f"gpucluster: {err}", file=sys.stderr)
+        return 2
+
+    report = destroy_report.build(resources, cfg)
+    if report.resource_count == 0:
+        out(f"stack {args.stack} has no resources: nothing to destroy")
+        return 0
+    out(report.render())
+    env = {}
+    if report.bucket_to_delete:
+        holds = holds_objects(cfg, report.bucket_to_delete)
+        if holds and not args.delete_bucket_data:
+            print(f"\ngpucluster: s3://{report.bucket_to_delete} holds objects and storage.retainOnDestroy is false; "
+                  "add --delete-bucket-data to delete them with it, or set storage.retainOnDestroy: true and "
+                  "`pulumi up` to keep it", file=sys.stderr)
+            return 1
+        if holds is None and not args.delete_bucket_data:
+            out(f"\nnote: cannot tell whether s3://{report.bucket_to_delete} holds objects; if it does, the destroy "
+                "stops before deleting it (add --delete-bucket-data to delete them)")
+        if args.delete_bucket_data:
+            env[bucket_guard.CONFIRM_ENV] = report.bucket_to_delete
+    if args.skip_export:
+        out(f"\nWARNING: --skip-export: {', '.join(report.exports) or 'no link'} not exported; what the file "
+            "system holds and S3 does not is lost")
+        env[SKIP_EXPORT_ENV] = "1"
+    if not automation.confirm(f"\nDestroy stack {args.stack}?", args.stack, args.yes, ask):
+        print("gpucluster: not confirmed (type the stack name, or pass --yes); nothing was done", file=sys.stderr)
+        return 1
+
+    try:
+        automation.with_env(env, lambda: stack.destroy(run_program=True, on_output=out, color="never"))
+    except Exception as err:  # automation.CommandError and kin: the CLI's own message says what stopped
+        print(f"\ngpucluster: the destroy stopped: {automation.last_error_line(err)}", file=sys.stderr)
+        print("Nothing that holds data was deleted unexported: a failed export keeps the file system and its "
+              "S3 link. Fix the cause above and run this again; it resumes where it stopped.", file=sys.stderr)
+        return 1
+    out(f"\nStack {args.stack} destroyed.")
+    if report.kept:
+        out("Kept:\n" + "\n".join(f"  - {k}" for k in report.kept))
+    if line := report.adopt_line():
+        out(f"\nTo use s3://{report.kept_bucket} again (its datasets and checkpoints) in the next `pulumi up`:\n"
+            f"  {line}\nor in Pulumi.{args.stack}.yaml under config:\n"
+            f"  {config.NAMESPACE}:storage:\n    bucketName: {report.kept_bucket}")
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bootstrap destroy", description=__doc__.split("\n")[0])
+    parser.add_argument("--stack", required=True, help="the stack to destroy (Pulumi.<stack>.yaml)")
+    parser.add_argument("--yes", action="store_true", help="do not ask; destroy after printing the report")
+    parser.add_argument("--delete-bucket-data", action="store_true",
+                        help="with storage.retainOnDestroy: false, delete the bucket even if it holds objects")
+    parser.add_argument("--skip-export", action="store_true",
+                        help="delete the file system without exporting it to S3 first (its unexported files are lost)")
+    return run(parser.parse_args(argv))

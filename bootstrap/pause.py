@@ -1,0 +1,127 @@
+"""`python -m bootstrap pause|resume --stack S`: stop GPU billing without destroying anything.
+
+pause writes `gpucluster:paused: true` (and `pauseMode`) into the stack
+file and runs `pulumi up`: Kueue's ClusterQueue holds (stopPolicy Hold in
+`finish` mode: admitted jobs run to completion, nothing new starts;
+HoldAndDrain in `drain` mode: running jobs are evicted now) and every GPU
+pool's floor drops to 0, so the autoscaler removes each node idleMinutes
+after its last pod. The cluster, the file system and the queue of jobs stay;
+resume sets `paused: false` and runs `pulumi up`, and queued jobs start.
+
+A drained job's pods get SIGTERM and their terminationGracePeriodSeconds:
+a checkpoint is written only if the training code handles SIGTERM in time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from bootstrap import automation, stackfile
+from components.spec import config, cost, trainer
+
+PAUSED = f"{config.NAMESPACE}:paused"
+PAUSE_MODE = f"{config.NAMESPACE}:pauseMode"
+
+
+def drain_warning(cfg: config.StackConfig) -> list[str]:
+    """What a drain does to each job: who gets SIGTERM, and how long they have."""
+    lines = ["drain evicts running jobs now. Each worker gets SIGTERM and its grace period before SIGKILL; a "
+             "checkpoint is written only if your training code handles SIGTERM within it:"]
+    for job in cfg.jobs:
+        grace = job.termination_grace_period_seconds
+        via = ("torchrun passes SIGTERM to the training processes and waits for them "
+               f"({trainer.SHUTDOWN_TIMEOUT_ENV}={trainer.shutdown_timeout_seconds(grace)} s, PyTorch 2.13)"
+               if job.launcher == "torchrun"
+               else "mpirun passes SIGTERM to the ranks and kills them a few seconds later (Open MPI): prefer "
+                    "pauseMode finish for MPI jobs that must checkpoint")
+        lines.append(f"  - {job.name}: {grace} s ({via}); jobs[].terminationGracePeriodSeconds sets it")
+    lines.append("Evicted jobs wait in the queue and start again, from their last checkpoint if they load one, "
+                 "on resume.")
+    return lines
+
+
+def set_paused(text: str, paused: bool, mode: str | None) -> str:
+    text = stackfile.set_scalar(text, PAUSED, "true" if paused else "false")
+    return stackfile.set_scalar(text, PAUSE_MODE, mode) if mode else text
+
+
+def run(stack_name: str, paused: bool, mode: str | None, apply: bool, assume_yes: bool,
+        select: Callable[[str], automation.DeployedStack] = automation.select,
+        ask: Callable[[str], str] | None = None, out: Callable[[str], None] = print,
+        project_dir: Path = stackfile.PROJECT_DIR) -> int:
+    path = stackfile.stack_path(stack_name, project_dir)
+    try:
+        overrides = {PAUSED: paused, **({PAUSE_MODE: mode} if mode else {})}
+        cfg = config.parse(stackfile.read_stack_config(stack_name, project_dir, overrides=overrides),
+                           stackfile.project_name(project_dir), stack_name)
+        text = path.read_text()
+    except stackfile.StackFileError as err:
+        print(f"gpucluster: {err}", file=sys.stderr)
+        return 2
+    except config.ConfigError as err:
+        print(err.render(), file=sys.stderr)
+        return 1
+    verb = "pause" if paused else "resume"
+    if paused:
+        out(f"Pausing {stack_name}: the ClusterQueue gets stopPolicy {cfg.stop_policy} "
+            f"({'admitted jobs finish, nothing new starts' if cfg.pause_mode == 'finish' else 'running jobs are evicted'}"
+            f"); every GPU pool may scale to 0.")
+        out(f"While paused the stack costs about ${cost.paused_per_hour(cfg):,.2f}/hour (control plane, NAT, system "
+            "nodes, FSx and any reservation), once the last GPU node is gone.")
+        if cfg.pause_mode == "drain":
+            out("\n".join(drain_warning(cfg)))
+    else:
+        out(f"Resuming {stack_name}: the ClusterQueue admits jobs again and the pools' minNodes apply.")
+    new_text = set_paused(text, paused, mode)
+    if new_text != text:
+        path.write_text(new_text)
+        out(f"wrote {PAUSED}: {'true' if paused else 'false'}" + (f", {PAUSE_MODE}: {mode}" if mode else "")
+            + f" to {path.name}")
+    if not apply:
+        out(f"next: pulumi up --stack {stack_name}")
+        return 0
+    try:
+        stack = select(stack_name)
+        stack.preview(on_output=out, color="never", diff=True)
+    except automation.AutomationError as err:
+        print(f"gpucluster: {err}; the stack file is written: run `pulumi up --stack {stack_name}`", file=sys.stderr)
+        return 2
+    except Exception as err:  # the CLI's preview failed
+        print(f"gpucluster: preview failed: {automation.last_error_line(err)}", file=sys.stderr)
+        return 1
+    if not automation.confirm(f"\nApply the {verb} above to {stack_name}?", stack_name, assume_yes, ask):
+        print(f"gpucluster: not applied; the stack file is written: run `pulumi up --stack {stack_name}` when ready",
+              file=sys.stderr)
+        return 1
+    try:
+        stack.up(on_output=out, color="never")
+    except Exception as err:
+        print(f"gpucluster: pulumi up failed: {automation.last_error_line(err)}", file=sys.stderr)
+        return 1
+    out(f"{stack_name} {'paused' if paused else 'resumed'}.")
+    return 0
+
+
+def _parser(verb: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=f"python -m bootstrap {verb}", description=__doc__.split("\n")[0])
+    parser.add_argument("--stack", required=True, help="stack name: Pulumi.<stack>.yaml")
+    parser.add_argument("--no-up", action="store_true", help="only write the stack file; run `pulumi up` yourself")
+    parser.add_argument("--yes", action="store_true", help="apply without asking after the preview")
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    parser = _parser("pause")
+    parser.add_argument("--mode", choices=tuple(config.PAUSE_MODES),
+                        help="finish: admitted jobs run to completion (default, or the stack's pauseMode); "
+                             "drain: running jobs are evicted now")
+    args = parser.parse_args(argv)
+    return run(args.stack, True, args.mode, not args.no_up, args.yes)
+
+
+def resume_main(argv: list[str]) -> int:
+    args = _parser("resume").parse_args(argv)
+    return run(args.stack, False, None, not args.no_up, args.yes)
