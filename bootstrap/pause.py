@@ -32,12 +32,17 @@ def drain_warning(cfg: config.StackConfig) -> list[str]:
              "checkpoint is written only if your training code handles SIGTERM within it:"]
     for job in cfg.jobs:
         grace = job.termination_grace_period_seconds
-        via = ("torchrun passes SIGTERM to the training processes and waits for them "
-               f"({trainer.SHUTDOWN_TIMEOUT_ENV}={trainer.shutdown_timeout_seconds(grace)} s, PyTorch 2.13)"
+        if grace is None:
+            grace_text = f"{config.KUBERNETES_DEFAULT_GRACE_SECONDS} s, Kubernetes' default"
+            waits = "its default 30 s"
+        else:
+            grace_text = f"{grace} s"
+            waits = f"{trainer.SHUTDOWN_TIMEOUT_ENV}={trainer.shutdown_timeout_seconds(grace)} s, PyTorch 2.13"
+        via = (f"torchrun passes SIGTERM to the training processes and waits for them ({waits})"
                if job.launcher == "torchrun"
                else "mpirun passes SIGTERM to the ranks and kills them a few seconds later (Open MPI): prefer "
                     "pauseMode finish for MPI jobs that must checkpoint")
-        lines.append(f"  - {job.name}: {grace} s ({via}); jobs[].terminationGracePeriodSeconds sets it")
+        lines.append(f"  - {job.name}: {grace_text} ({via}); jobs[].terminationGracePeriodSeconds sets it")
     lines.append("Evicted jobs wait in the queue and start again, from their last checkpoint if they load one, "
                  "on resume.")
     return lines

@@ -93,7 +93,7 @@ def test_runtimes_needed_once_per_pool_restart_budget_mount_and_grace_period():
         for n, launcher, extra in (("a", "torchrun", {}), ("b", "torchrun", {}), ("c", "torchrun", {"maxRestarts": 9}),
                                    ("d", "mpirun", {}), ("e", "torchrun", {"terminationGracePeriodSeconds": 120}))]})
     needed = operators.runtimes_needed(cfg.gpu_pools, cfg.jobs)
-    assert [(p.name, r, m, g) for p, r, m, g in needed] == [("h100", 3, "/fsx", 120), ("h100", 9, "/fsx", 120)]
+    assert [(p.name, r, m, g) for p, r, m, g in needed] == [("h100", 3, "/fsx", None), ("h100", 9, "/fsx", None), ("h100", 3, "/fsx", 120)]
 
 
 def build(cfg=None):

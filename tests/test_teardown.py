@@ -6,6 +6,8 @@ Pulumi deletes a resource only after everything that depends on it, so
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from bootstrap import mocks
@@ -245,6 +247,7 @@ def test_workers_get_their_jobs_grace_period_and_torchrun_waits_for_it():
         {"name": "mpi", "pool": "h100", "nodes": 2, "launcher": "mpirun", "image": "repo/t:1",
          "command": ["python", "t.py"], "terminationGracePeriodSeconds": 300}]})
     pool = cfg.pool("h100")
+    assert [j.termination_grace_period_seconds for j in cfg.jobs] == [None, 600, 300]
     default, slow = trainer.runtime(pool, 3, "fsx"), trainer.runtime(pool, 3, "fsx", grace_seconds=600)
     assert (default["metadata"]["name"], slow["metadata"]["name"]) == ("gpucluster-torch-h100-r3",
                                                                        "gpucluster-torch-h100-r3-g600")
@@ -252,7 +255,9 @@ def test_workers_get_their_jobs_grace_period_and_torchrun_waits_for_it():
     def pod(runtime):
         return runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
 
-    assert pod(default)["terminationGracePeriodSeconds"] == 120
+    # Unset, the spec is what it was before the key existed: upgrading gpucluster replaces no running job.
+    assert "terminationGracePeriodSeconds" not in pod(default)
+    assert "TORCH_ELASTIC_SHUTDOWN_TIMEOUT" not in {e["name"] for e in pod(default)["containers"][0]["env"]}
     assert pod(slow)["terminationGracePeriodSeconds"] == 600
     env = {e["name"]: e["value"] for e in pod(slow)["containers"][0]["env"]}
     assert env["TORCH_ELASTIC_SHUTDOWN_TIMEOUT"] == "595"
@@ -264,6 +269,9 @@ def test_workers_get_their_jobs_grace_period_and_torchrun_waits_for_it():
     mpi = launcher.job_manifest(jobs["mpi"], pool, launcher.JobContext("training", "fsx"))["spec"]["mpiReplicaSpecs"]
     assert {role: spec["template"]["spec"]["terminationGracePeriodSeconds"] for role, spec in mpi.items()} == {
         "Launcher": 300, "Worker": 300}
+    plain = launcher.job_manifest(replace(jobs["mpi"], termination_grace_period_seconds=None), pool,
+                                  launcher.JobContext("training", "fsx"))["spec"]["mpiReplicaSpecs"]
+    assert all("terminationGracePeriodSeconds" not in spec["template"]["spec"] for spec in plain.values())
 
 
 @pytest.mark.parametrize("value", [-1, 3601, "soon"])

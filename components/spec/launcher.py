@@ -22,7 +22,6 @@ from typing import Any
 from components.spec import nccl, queueing, teardown, trainer, workers
 from components.spec import versions as v
 from components.spec.config import (
-    GRACE_PERIOD_DEFAULT_SECONDS,
     GpuPoolConfig,
     JobConfig,
     RunPolicyConfig,
@@ -99,9 +98,21 @@ def mpirun_command(nodes: int, gpus: int, env: dict[str, str], program: list[str
     return [*cmd, *program]
 
 
+def _launcher_pod(image: str, command: list[str], grace_seconds: int | None) -> dict[str, Any]:
+    pod: dict[str, Any] = {
+        "nodeSelector": dict(SYSTEM_NODE_LABEL),
+        "containers": [{"name": "launcher", "image": image, "command": command, "resources": LAUNCHER_RESOURCES}],
+    }
+    if grace_seconds is not None:
+        # mpirun is the launcher's PID 1: SIGTERM reaches the ranks through it,
+        # so it gets the workers' grace too.
+        pod["terminationGracePeriodSeconds"] = grace_seconds
+    return pod
+
+
 def _mpijob(name: str, ctx: JobContext, pool: GpuPoolConfig, nodes: int, gpus: int, image: str,
             command: list[str], worker: dict[str, Any], claim_name: str | None, policy: RunPolicyConfig,
-            priority: str, deadline: int | None, grace_seconds: int = GRACE_PERIOD_DEFAULT_SECONDS) -> dict[str, Any]:
+            priority: str, deadline: int | None, grace_seconds: int | None = None) -> dict[str, Any]:
     pod_labels = workers.labels(name, pool)
     return {
         "apiVersion": MPIJOB_API_VERSION,
@@ -123,14 +134,7 @@ def _mpijob(name: str, ctx: JobContext, pool: GpuPoolConfig, nodes: int, gpus: i
                     "restartPolicy": "OnFailure",
                     "template": {
                         "metadata": {"labels": pod_labels},
-                        "spec": {
-                            "nodeSelector": dict(SYSTEM_NODE_LABEL),
-                            # mpirun is the launcher's PID 1: SIGTERM reaches the
-                            # ranks through it, so it gets the workers' grace too.
-                            "terminationGracePeriodSeconds": grace_seconds,
-                            "containers": [{"name": "launcher", "image": image, "command": command,
-                                            "resources": LAUNCHER_RESOURCES}],
-                        },
+                        "spec": _launcher_pod(image, command, grace_seconds),
                     },
                 },
                 "Worker": {

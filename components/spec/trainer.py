@@ -29,7 +29,7 @@ from typing import Any
 
 from components.spec import namespaces, nccl, queueing, workers
 from components.spec import versions as v
-from components.spec.config import GRACE_PERIOD_DEFAULT_SECONDS, GpuPoolConfig, JobConfig
+from components.spec.config import GpuPoolConfig, JobConfig
 from components.spec.nodepool import SYSTEM_NODE_LABEL
 
 API_GROUP = "trainer.kubeflow.org"
@@ -64,13 +64,13 @@ def helm_values() -> dict[str, Any]:
 
 
 def runtime_name(pool: GpuPoolConfig, max_restarts: int, mount_path: str = DEFAULT_MOUNT_PATH,
-                 grace_seconds: int = GRACE_PERIOD_DEFAULT_SECONDS) -> str:
+                 grace_seconds: int | None = None) -> str:
     """One runtime per pool, restart budget (a JobSet failurePolicy is per runtime), mount path and
     termination grace period (both in the runtime's pod template, which a TrainJob does not patch)."""
     name = f"gpucluster-torch-{pool.name}-r{max_restarts}"
     if mount_path != DEFAULT_MOUNT_PATH:
         name += f"-m{hashlib.sha256(mount_path.encode()).hexdigest()[:6]}"
-    if grace_seconds != GRACE_PERIOD_DEFAULT_SECONDS:
+    if grace_seconds is not None:
         name += f"-g{grace_seconds}"
     return name
 
@@ -89,7 +89,7 @@ def shutdown_timeout_seconds(grace_seconds: int) -> int:
 
 
 def runtime(pool: GpuPoolConfig, max_restarts: int, claim_name: str | None,
-            mount_path: str = DEFAULT_MOUNT_PATH, grace_seconds: int = GRACE_PERIOD_DEFAULT_SECONDS) -> dict[str, Any]:
+            mount_path: str = DEFAULT_MOUNT_PATH, grace_seconds: int | None = None) -> dict[str, Any]:
     """ClusterTrainingRuntime for torchrun on whole nodes of `pool`: every GPU and EFA device,
     huge pages, /dev/shm, the FSx claim at `mount_path`, the NCCL/EFA preset of the type.
 
@@ -100,8 +100,10 @@ def runtime(pool: GpuPoolConfig, max_restarts: int, claim_name: str | None,
     # The image is a default: every TrainJob sets its own (trainer.image).
     container = workers.worker_container(NODE, v.DLC_PYTORCH_IMAGE, pool, pool.instance.gpu_count,
                                          mount_path if claim_name else None)
-    container["env"] = _env_list({**nccl.preset_env(pool.instance_type, pool.efa_enabled, torch=True),
-                                  SHUTDOWN_TIMEOUT_ENV: str(shutdown_timeout_seconds(grace_seconds))})
+    env = nccl.preset_env(pool.instance_type, pool.efa_enabled, torch=True)
+    if grace_seconds is not None:
+        env[SHUTDOWN_TIMEOUT_ENV] = str(shutdown_timeout_seconds(grace_seconds))
+    container["env"] = _env_list(env)
     pod_spec = workers.worker_pod_spec(pool, container, claim_name, grace_seconds)
     pod_spec["restartPolicy"] = "Never"
     return {

@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from components.spec import nccl, nodepool
-from components.spec.config import GRACE_PERIOD_DEFAULT_SECONDS, GpuPoolConfig, JobConfig, StorageConfig
+from components.spec.config import GpuPoolConfig, JobConfig, StorageConfig
 from components.spec.fsx import directory
 
 NODE_SHARE = 0.8
@@ -97,17 +97,20 @@ def worker_volumes(pool: GpuPoolConfig, claim_name: str | None) -> list[dict[str
 
 
 def worker_pod_spec(pool: GpuPoolConfig, container: dict[str, Any], claim_name: str | None,
-                    grace_seconds: int = GRACE_PERIOD_DEFAULT_SECONDS) -> dict[str, Any]:
+                    grace_seconds: int | None = None) -> dict[str, Any]:
     """Pins the pod to its pool's nodes; `claim_name` None: no shared file system.
 
     `grace_seconds` is the time between SIGTERM and SIGKILL when the pod is
     drained (pause in drain mode), preempted or its job deleted: the window
-    for a checkpoint, if the training code writes one on SIGTERM.
+    for a checkpoint, if the training code writes one on SIGTERM. None keeps
+    Kubernetes' default.
     """
-    return {
+    spec: dict[str, Any] = {
         "nodeSelector": {nodepool.POOL_LABEL: pool.name},
         "tolerations": [t.toleration() for t in nodepool.node_taints(pool)],
-        "terminationGracePeriodSeconds": grace_seconds,
         "containers": [container],
         "volumes": worker_volumes(pool, claim_name),
     }
+    if grace_seconds is not None:
+        spec["terminationGracePeriodSeconds"] = grace_seconds
+    return spec

@@ -8,7 +8,6 @@ from components.spec.config.types import (
     CLEAN_POD_POLICIES,
     DNS_LABEL,
     ENV_NAME,
-    GRACE_PERIOD_DEFAULT_SECONDS,
     GRACE_PERIOD_MAX_SECONDS,
     LAUNCHERS,
     GpuPoolConfig,
@@ -78,8 +77,7 @@ def parse_job(sec: Section, pools: dict[str, GpuPoolConfig], declared_pools: set
         p.add(sec.key_path("maxRestarts"), "applies to launcher torchrun (the TrainJob's JobSet restarts); "
                                            "an MPIJob retries with runPolicy.backoffLimit")
     max_cost = sec.number("maxCostUsd", minimum=0, exclusive_minimum=True)
-    grace = sec.integer("terminationGracePeriodSeconds", GRACE_PERIOD_DEFAULT_SECONDS, minimum=0,
-                        maximum=GRACE_PERIOD_MAX_SECONDS)
+    grace = sec.integer("terminationGracePeriodSeconds", minimum=0, maximum=GRACE_PERIOD_MAX_SECONDS)
     if launcher == "torchrun" and isinstance(sec.raw.get("runPolicy"), dict):
         for key in ("cleanPodPolicy", "backoffLimit", "ttlSecondsAfterFinished"):
             if key in sec.raw["runPolicy"]:
@@ -95,7 +93,7 @@ def parse_job(sec: Section, pools: dict[str, GpuPoolConfig], declared_pools: set
     return JobConfig(name=name, pool=pool.name, nodes=nodes, launcher=launcher, image=image,
                      command=command, env=env, gpus_per_node=gpus, model=model, run_policy=run_policy,
                      max_restarts=restarts, mount_path=mount or "/fsx", max_cost_usd=max_cost,
-                     termination_grace_period_seconds=GRACE_PERIOD_DEFAULT_SECONDS if grace is None else grace)
+                     termination_grace_period_seconds=grace)
 
 
 def parse_run_policy(sec: Section) -> RunPolicyConfig:

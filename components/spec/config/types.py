@@ -82,10 +82,10 @@ IDLE_MINUTES_MAX = 60
 PAUSE_MODES = {"finish": "Hold", "drain": "HoldAndDrain"}
 
 # jobs[].terminationGracePeriodSeconds: how long a worker has between SIGTERM
-# and SIGKILL when it is drained, preempted or its job deleted. Two minutes is
-# the warning a Spot interruption gives; the Kubernetes default (30 s) is too
-# short to write a large checkpoint.
-GRACE_PERIOD_DEFAULT_SECONDS = 120
+# and SIGKILL when it is drained, preempted or its job deleted. Unset, pods
+# keep Kubernetes' default (PodSpec terminationGracePeriodSeconds, 30 s) and
+# the job's spec stays as it was, so upgrading gpucluster replaces no running job.
+KUBERNETES_DEFAULT_GRACE_SECONDS = 30
 GRACE_PERIOD_MAX_SECONDS = 3600
 
 # storage.exportTimeoutMinutes: how long destroy waits for the export to S3
@@ -221,7 +221,7 @@ class JobConfig:
     max_restarts: int = 3
     mount_path: str = "/fsx"
     max_cost_usd: float | None = None  # becomes a run deadline from nodes x the pool's price
-    termination_grace_period_seconds: int = GRACE_PERIOD_DEFAULT_SECONDS
+    termination_grace_period_seconds: int | None = None  # None: Kubernetes' default (30 s)
 
 
 @dataclass(frozen=True)
