@@ -26,6 +26,7 @@ from pathlib import Path
 
 from bootstrap import automation, destroy_report, stackfile
 from components.hooks import SKIP_EXPORT_ENV, bucket_guard
+from components.lookups import DESTROYING_ENV
 from components.spec import config
 
 
@@ -70,7 +71,7 @@ def run(args: argparse.Namespace, select: Callable[[str], automation.DeployedSta
         out(f"stack {args.stack} has no resources: nothing to destroy")
         return 0
     out(report.render())
-    env = {}
+    env = {DESTROYING_ENV: "1"}
     if report.bucket_to_delete:
         holds = holds_objects(cfg, report.bucket_to_delete)
         if holds and not args.delete_bucket_data:

@@ -230,6 +230,7 @@ class GpuClusterMocks(pulumi_mocks.Mocks):
         self.existing_log_groups: list[str] = []
         # Buckets storage.bucketName may adopt: any name exists (in the stack's region) unless listed here.
         self.missing_buckets: set[str] = set()
+        self.missing_reservations: set[str] = set()  # Capacity Blocks that ended and are gone
         self.bucket_regions: dict[str, str] = {}
 
     # -- invokes -------------------------------------------------------------
@@ -249,6 +250,9 @@ class GpuClusterMocks(pulumi_mocks.Mocks):
             return {"names": self.zones, "zoneIds": self.zone_ids, "id": self.region, "state": "available"}
         if token == "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings":
             return self._offerings(a)
+        if token == "aws:ec2/getCapacityBlockReservation:getCapacityBlockReservation" and \
+                a.get("id") in self.missing_reservations:
+            return {}, [("id", f"reading EC2 Capacity Block Reservation ({a.get('id')}): empty result")]
         if token == "aws:ec2/getCapacityBlockReservation:getCapacityBlockReservation":
             # A Capacity Block in the first zone for the type most asked for; tests override.
             return {"id": a.get("id"), "availabilityZone": self.capacity_block_zone or self.zones[0],

@@ -8,6 +8,7 @@ The choices themselves are pure functions in components.spec.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import pulumi_aws as aws
@@ -15,6 +16,15 @@ import pulumi_aws as aws
 from components.spec.config import ConfigError, GpuPoolConfig, StackConfig
 from components.spec.validation import Problem
 from components.spec.zones import Zone, ZonePlan, choose_zones
+
+# `python -m bootstrap destroy` sets it: the program then runs only so that its
+# delete hooks can, and a reservation that has ended or an adopted bucket that
+# is gone must not keep the stack from being destroyed.
+DESTROYING_ENV = "GPUCLUSTER_DESTROYING"
+
+
+def destroying() -> bool:
+    return os.environ.get(DESTROYING_ENV) == "1"
 
 
 def lookup_zones(cfg: StackConfig) -> ZonePlan:
@@ -53,11 +63,27 @@ def lookup_capacity_blocks(cfg: StackConfig) -> dict[str, Reservation]:
     Reservation has none, so a targeted ODCR is checked by preflight instead.
     """
     out = {}
+    if destroying():
+        return out
+    problems = []
     for pool in cfg.gpu_pools:
         if pool.capacity_type == "CAPACITY_BLOCK":
-            block = aws.ec2.get_capacity_block_reservation(id=pool.capacity_reservation_id)
+            try:
+                block = aws.ec2.get_capacity_block_reservation(id=pool.capacity_reservation_id)
+            except Exception as err:  # the invoke's own error: no such reservation, or access denied
+                problems.append(Problem(f"gpucluster:gpuPools[name={pool.name}].capacityReservationId",
+                                        f"got {pool.capacity_reservation_id!r}; it cannot be read as a Capacity "
+                                        f"Block ({_reason(err)})"))
+                continue
             out[pool.name] = Reservation(block.availability_zone, block.instance_type, int(block.instance_count))
+    if problems:
+        raise ConfigError(problems)
     return out
+
+
+def _reason(err: Exception) -> str:
+    """The last line of an invoke's error: the provider's own words."""
+    return str(err).strip().splitlines()[-1]
 
 
 def reservation_problems(pool: GpuPoolConfig, availability_zone: str, reservation: Reservation) -> list[Problem]:
@@ -102,9 +128,11 @@ def lookup_bucket(cfg: StackConfig) -> BucketRef | None:
     name = cfg.storage.bucket_name
     if name is None:
         return None
+    if destroying():
+        return BucketRef(name=name, arn=f"arn:aws:s3:::{name}", region=cfg.region)
     try:
         found = aws.s3.get_bucket(bucket=name)
     except Exception as err:  # the invoke's own error: not found, or access denied
         raise ConfigError([Problem("gpucluster:storage.bucketName", f"got {name!r}; no such bucket is readable by "
-                                   f"the deploying identity ({str(err).strip().splitlines()[-1]})")]) from None
+                                   f"the deploying identity ({_reason(err)})")]) from None
     return BucketRef(name=found.bucket, arn=found.arn, region=found.bucket_region)

@@ -150,10 +150,25 @@ def test_a_missing_bucket_is_a_config_error_before_anything_registers(monkeypatc
     assert err.value.recording.resources == []
 
 
+def test_a_destroy_runs_even_when_the_adopted_bucket_or_a_capacity_block_is_gone(monkeypatch):
+    """The program runs during a destroy only for its hooks: lookups that could fail do not stop it."""
+    monkeypatch.setattr(mocks.GpuClusterMocks, "__init__", _with_missing_bucket(mocks.GpuClusterMocks.__init__))
+    block = {"gpucluster:gpuPools": [{"name": "h100", "instanceType": "p5.48xlarge", "maxNodes": 2,
+                                      "capacityType": "CAPACITY_BLOCK",
+                                      "capacityReservationId": "cr-0123456789abcdef0"}], "gpucluster:jobs": []}
+    with pytest.raises(Exception, match=r"gpucluster:gpuPools\[name=h100\].capacityReservationId: got "
+                                        r"'cr-0123456789abcdef0'; it cannot be read as a Capacity Block \(.*empty result"):
+        mocks.run_program(stack_raw("prod", block), "prod")
+    monkeypatch.setenv("GPUCLUSTER_DESTROYING", "1")
+    rec = mocks.run_program(stack_raw("prod", {**KEPT, **block}), "prod")
+    assert one(rec, DRA).inputs["dataRepositoryPath"] == "s3://gpucluster-prod-data-1a2b3c4d/"
+
+
 def _with_missing_bucket(init):
     def patched(self, *args, **kwargs):
         init(self, *args, **kwargs)
         self.missing_buckets = {"gpucluster-prod-data-1a2b3c4d"}
+        self.missing_reservations = {"cr-0123456789abcdef0"}
     return patched
 
 

@@ -18,6 +18,7 @@ import yaml
 
 from bootstrap import automation, destroy, mocks, pause, stackfile
 from components.hooks import SKIP_EXPORT_ENV, bucket_guard
+from components.lookups import DESTROYING_ENV
 from tests.conftest import stack_raw
 
 DEPLOY_KEYS = {"gpucluster:adminPrincipalArns": ["arn:aws:iam::210987654321:role/Admin"],
@@ -63,7 +64,8 @@ class FakeStack:
         return SimpleNamespace(deployment={"resources": self.resources})
 
     def _call(self, verb: str, kwargs: dict):
-        env = {k: os.environ[k] for k in (bucket_guard.CONFIRM_ENV, SKIP_EXPORT_ENV) if k in os.environ}
+        env = {k: os.environ[k] for k in (bucket_guard.CONFIRM_ENV, SKIP_EXPORT_ENV, DESTROYING_ENV)
+               if k in os.environ}
         self.calls.append((verb, {k: v for k, v in kwargs.items() if k != "on_output"}, env))
         if self.fail and verb in ("destroy", "up"):
             raise self.fail
@@ -112,7 +114,7 @@ def test_prod_destroy_exports_then_destroys_and_prints_the_line_to_adopt_the_kep
     assert f"s3://{bucket} with every object, version and setting (retainOnDestroy)" in out
     assert "CloudWatch log group /aws/eks/gpucluster-prod/cluster" in out
     assert "pending deletion for 30 days" in out
-    assert fake.calls == [("destroy", {"run_program": True, "color": "never"}, {})]
+    assert fake.calls == [("destroy", {"run_program": True, "color": "never"}, {DESTROYING_ENV: "1"})]
     assert out.endswith(f"  pulumi config set --path 'gpucluster:storage.bucketName' {bucket} --stack prod\n"
                         "or in Pulumi.prod.yaml under config:\n"
                         f"  gpucluster:storage:\n    bucketName: {bucket}")
@@ -128,19 +130,19 @@ def test_a_deletable_bucket_with_objects_needs_the_flag(tmp_path, dev_state, cap
 def test_the_flag_names_the_bucket_for_the_guard_during_the_destroy_only(tmp_path, dev_state):
     code, out, fake = run_destroy(tmp_path, "dev", dev_state, "--yes", "--delete-bucket-data", holds=True)
     assert code == 0
-    assert fake.calls[0][2] == {bucket_guard.CONFIRM_ENV: bucket_of(dev_state)}
-    assert bucket_guard.CONFIRM_ENV not in os.environ
+    assert fake.calls[0][2] == {bucket_guard.CONFIRM_ENV: bucket_of(dev_state), DESTROYING_ENV: "1"}
+    assert bucket_guard.CONFIRM_ENV not in os.environ and DESTROYING_ENV not in os.environ
     assert "bucketName" not in out  # nothing kept to adopt
 
 
 def test_an_empty_deletable_bucket_needs_no_flag(tmp_path, dev_state):
     code, _, fake = run_destroy(tmp_path, "dev", dev_state, "--yes", holds=False)
-    assert code == 0 and fake.calls[0][2] == {}
+    assert code == 0 and fake.calls[0][2] == {DESTROYING_ENV: "1"}
 
 
 def test_skip_export_is_loud_and_reaches_the_hook(tmp_path, prod_state):
     code, out, fake = run_destroy(tmp_path, "prod", prod_state, "--yes", "--skip-export")
-    assert code == 0 and fake.calls[0][2] == {SKIP_EXPORT_ENV: "1"}
+    assert code == 0 and fake.calls[0][2] == {SKIP_EXPORT_ENV: "1", DESTROYING_ENV: "1"}
     assert "WARNING: --skip-export: s3://" in out
 
 
