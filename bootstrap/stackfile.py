@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -123,18 +124,22 @@ def with_plan_standins(raw: dict[str, str]) -> tuple[dict[str, str], list[str]]:
     return out, filled
 
 
-def set_scalar(text: str, key: str, value: str) -> str:
-    """The stack file `text` with top-level config `key` (e.g. "gpucluster:paused") set to the one-line YAML
-    `value`, in place of its old value (a block included) or added under `config:`; every other line,
-    comments included, kept."""
+def set_key(text: str, key: str, render: Callable[[str], list[str]], after: str | None = None) -> str:
+    """The stack file `text` with top-level config `key` (e.g. "gpucluster:paused") written as `render(indent)`
+    (its lines, the key's own first) in place of its old value, a block included; or, where it is absent,
+    added after the line of config key `after` or under `config:`. Every other line, comments included, kept."""
     lines = text.splitlines()
     pattern = re.compile(rf"^(\s*){re.escape(key)}:(\s.*)?$")
     start = next((i for i, line in enumerate(lines) if pattern.match(line)), None)
     if start is None:
-        anchor = next((i for i, line in enumerate(lines) if line.rstrip() == "config:"), None)
+        anchor = None
+        if after is not None:
+            anchor = next((i for i, line in enumerate(lines) if re.match(rf"^\s*{re.escape(after)}:", line)), None)
+        if anchor is None:
+            anchor = next((i for i, line in enumerate(lines) if line.rstrip() == "config:"), None)
         if anchor is None:
             raise StackFileError("the stack file has no `config:` mapping")
-        lines.insert(anchor + 1, f"  {key}: {value}")
+        lines[anchor + 1:anchor + 1] = render("  ")
     else:
         indent = pattern.match(lines[start]).group(1)
         end = start + 1
@@ -143,5 +148,10 @@ def set_scalar(text: str, key: str, value: str) -> str:
             end += 1
         while end > start + 1 and not lines[end - 1].strip():
             end -= 1  # keep the blank lines that separate it from what follows
-        lines[start:end] = [f"{indent}{key}: {value}"]
+        lines[start:end] = render(indent)
     return "\n".join(lines) + "\n"
+
+
+def set_scalar(text: str, key: str, value: str) -> str:
+    """`set_key` for a one-line YAML value."""
+    return set_key(text, key, lambda indent: [f"{indent}{key}: {value}"])

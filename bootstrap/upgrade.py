@@ -79,26 +79,11 @@ def render_block(pins: dict, indent: str = "  ") -> list[str]:
 def rewrite(text: str, pins: dict, kubernetes_version: str | None = None) -> str:
     """The stack file with its versions block replaced (comments elsewhere kept) and, if given,
     kubernetesVersion set."""
-    lines = text.splitlines()
-    key = re.compile(rf"^(\s*){config.NAMESPACE}:versions:\s*$")
-    start = next((i for i, line in enumerate(lines) if key.match(line)), None)
-    if start is not None:
-        indent = key.match(lines[start]).group(1)
-        end = start + 1
-        while end < len(lines) and (not lines[end].strip() or len(lines[end]) - len(lines[end].lstrip()) > len(indent)):
-            end += 1
-        while end > start + 1 and not lines[end - 1].strip():
-            end -= 1  # keep the blank lines that separate it from what follows
-        lines[start:end] = render_block(pins, indent)
-    else:
-        anchor = next((i for i, line in enumerate(lines) if re.match(rf"^\s*{config.NAMESPACE}:kubernetesVersion:", line)),
-                      None)
-        if anchor is None:
-            anchor = next((i for i, line in enumerate(lines) if line.rstrip() == "config:"), None)
-            if anchor is None:
-                raise UpgradeError("the stack file has no `config:` mapping")
-        lines[anchor + 1:anchor + 1] = render_block(pins)
-    text = "\n".join(lines) + "\n"
+    try:
+        text = stackfile.set_key(text, f"{config.NAMESPACE}:versions", lambda indent: render_block(pins, indent),
+                                 after=f"{config.NAMESPACE}:kubernetesVersion")
+    except stackfile.StackFileError as err:
+        raise UpgradeError(str(err)) from None
     if kubernetes_version is not None:
         text = stackfile.set_scalar(text, f"{config.NAMESPACE}:kubernetesVersion", f'"{kubernetes_version}"')
     return text
