@@ -198,7 +198,8 @@ def build_report(cfg: config.StackConfig, recording: mocks.Recording, standins: 
         "timeToReady": time_to_ready(cfg),
         "jobs": job_rows(cfg),
         "cost": {"minPerHour": estimate.get("min"), "maxPerHour": estimate.get("max"),
-                 "lines": estimate.get("lines", [])},
+                 "pausedPerHour": estimate.get("paused"), "lines": estimate.get("lines", [])},
+        "paused": {"paused": cfg.paused, "pauseMode": cfg.pause_mode, "stopPolicy": cfg.stop_policy},
         "outputs": outputs,
         "warnings": sorted(msg for level, msg in recording.logs if level in ("warning", "warn")),
     }
@@ -270,7 +271,12 @@ def render(report: dict[str, Any], tree: list[str]) -> str:
     c = report["cost"]
     out += ["", "Estimated on-demand cost (USD/hour)"]
     out += [f"  {x['item']}: {x['minPerHour']:,.2f} - {x['maxPerHour']:,.2f}" for x in c["lines"]]
-    out += [f"  total at minimum scale: {c['minPerHour']:,.2f}", f"  total at maximum scale: {c['maxPerHour']:,.2f}"]
+    out += [f"  total at minimum scale: {c['minPerHour']:,.2f}", f"  total at maximum scale: {c['maxPerHour']:,.2f}",
+            f"  total while paused (every GPU pool at 0, reservations still billed): {c['pausedPerHour']:,.2f}"]
+    pause = report["paused"]
+    if pause["paused"]:
+        out += ["", f"PAUSED ({pause['pauseMode']}): the ClusterQueue has stopPolicy {pause['stopPolicy']} and every "
+                    "GPU pool may scale to 0; `python -m bootstrap resume` ends it"]
     if report["warnings"]:
         out += ["", "Warnings"] + [f"  {w}" for w in report["warnings"]]
     out += ["", "Outputs"]

@@ -295,3 +295,29 @@ def test_grace_period_bounds(value):
         stack_config("dev", {"gpucluster:jobs": [
             {"name": "smoke", "pool": "dev", "nodes": 1, "launcher": "torchrun", "image": "repo/t:1",
              "command": ["python", "t.py"], "terminationGracePeriodSeconds": value}]})
+
+
+def test_the_plan_shows_the_pause_and_its_cost_per_hour(tmp_path, capsys):
+    import json
+
+    from bootstrap import plan, stackfile
+
+    pools = [{"name": "h100", "instanceType": "p5.48xlarge", "minNodes": 2, "maxNodes": 16, "rootVolumeGiB": 500}]
+    text = (stackfile.PROJECT_DIR / "Pulumi.prod.yaml").read_text()
+    text = stackfile.set_scalar(text, "gpucluster:paused", "true")
+    text = stackfile.set_scalar(text, "gpucluster:gpuPools", json.dumps(pools))
+    (tmp_path / "Pulumi.paused.yaml").write_text(text)
+    assert plan.main(["--stack", "prod", "--stack-file", str(tmp_path / "Pulumi.paused.yaml"), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["paused"] == {"paused": True, "pauseMode": "finish", "stopPolicy": "Hold"}
+    cfg = stack_config("prod", {"gpucluster:paused": True, "gpucluster:gpuPools": pools})
+    assert report["cost"]["pausedPerHour"] == cost.paused_per_hour(cfg, zone_count=3)
+    # Paused, the 2-node floor is gone: the minimum is what a pause costs.
+    assert report["cost"]["minPerHour"] == report["cost"]["pausedPerHour"]
+    running = cost.estimate(replace(cfg, paused=False), zone_count=3).min_per_hour
+    assert round(running - report["cost"]["pausedPerHour"], 2) == round(2 * cfg.price("p5.48xlarge"), 2)
+    assert plan.main(["--stack", "prod", "--stack-file", str(tmp_path / "Pulumi.paused.yaml")]) == 0
+    text_out = capsys.readouterr().out
+    assert "PAUSED (finish): the ClusterQueue has stopPolicy Hold" in text_out
+    assert f"total while paused (every GPU pool at 0, reservations still billed): " \
+           f"{report['cost']['pausedPerHour']:,.2f}" in text_out
