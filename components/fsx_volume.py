@@ -84,7 +84,7 @@ class FsxVolume(pulumi.ComponentResource):
             f"{name}-pvc",
             metadata={"name": CLAIM_NAME, "namespace": args.namespace,
                       "labels": {"app.kubernetes.io/part-of": "gpucluster"}},
-            spec=pv.metadata.apply(lambda m: persistent_volume_claim(m["name"])),
+            spec=self.pv_name.apply(persistent_volume_claim),
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider,
                                         depends_on=[args.namespace_resource, pv],
                                         replace_on_changes=["spec"], delete_before_replace=True),

@@ -76,6 +76,14 @@ def capacity_options(pool: GpuPoolConfig) -> dict[str, Any]:
     return options
 
 
+def _asg_name(resources: Any) -> str | None:
+    """The node group's Auto Scaling group. None only when there is no node group any more: a
+    `destroy --run-program` rerun after a partial destroy (pulumi/pulumi #23921) must not crash here."""
+    if not resources or not resources[0].autoscaling_groups:
+        return None
+    return resources[0].autoscaling_groups[0].name
+
+
 def _tag_slug(key: str) -> str:
     """A resource-name part for a node-template tag key: label/gpucluster.io/pool -> label-gpucluster.io-pool."""
     return re.sub(r"[^A-Za-z0-9._-]+", "-", key.removeprefix(f"{nodepool.NODE_TEMPLATE_PREFIX}/"))
@@ -220,7 +228,7 @@ class GpuNodePool(pulumi.ComponentResource):
                                         ignore_changes=[AUTOSCALED_PROPERTY]),
         )
         self.node_group_name = node_group.node_group_name
-        self.asg_name = node_group.resources.apply(lambda resources: resources[0].autoscaling_groups[0].name)
+        self.asg_name = node_group.resources.apply(_asg_name)
 
         # Managed node groups do not copy their tags to the Auto Scaling group,
         # where the autoscaler reads node templates. EKS itself tags the group
