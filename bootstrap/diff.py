@@ -1,0 +1,212 @@
+"""`python -m bootstrap diff OLD.json NEW.json`: what changes between two offline plans, in Markdown.
+
+Compares two `python -m bootstrap plan --json` outputs (every resource with
+its inputs and options) and prints a Markdown report: resources added,
+removed and changed, with each changed property's path and old -> new
+value; the changes that make the provider replace a resource
+(bootstrap/replacements.py), those that replace data or running jobs
+first; retain/protect changes; and the estimated cost per hour at minimum
+and maximum scale, before and after. Identical plans print nothing.
+
+    python -m bootstrap plan --stack prod --json > base.json     # on the base branch
+    python -m bootstrap plan --stack prod --json > head.json     # on your branch
+    python -m bootstrap diff base.json head.json > report.md
+
+Exit codes: 0 (changes or not), 2 unreadable input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bootstrap import replacements
+
+OPTIONS = ("protect", "retainOnDelete", "deleteBeforeReplace", "ignoreChanges", "replaceOnChanges", "importId",
+           "hooks")
+SHORT = 80
+
+
+class PlanError(Exception):
+    pass
+
+
+@dataclass
+class Changed:
+    row: dict[str, Any]
+    properties: list[tuple[str, Any, Any]]  # (path, old, new)
+    options: list[tuple[str, Any, Any]]
+    replaced_by: list[str] = field(default_factory=list)  # the paths that force the replacement
+
+    @property
+    def replaced(self) -> bool:
+        return bool(self.replaced_by)
+
+
+@dataclass
+class PlanDiff:
+    old: dict[str, Any]
+    new: dict[str, Any]
+    added: list[dict[str, Any]]
+    removed: list[dict[str, Any]]
+    changed: list[Changed]
+
+    @property
+    def cost_changed(self) -> bool:
+        return any(_cost(self.old, k) != _cost(self.new, k) for k in ("minPerHour", "maxPerHour"))
+
+    def empty(self) -> bool:
+        return not (self.added or self.removed or self.changed or self.cost_changed)
+
+
+def load_plan(path: Path) -> dict[str, Any]:
+    try:
+        plan = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise PlanError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise PlanError(f"{path}: cannot be read ({err})") from None
+    except json.JSONDecodeError as err:
+        raise PlanError(f"{path}: not JSON ({err.msg} at line {err.lineno})") from None
+    if not isinstance(plan, dict) or not isinstance(plan.get("resources"), list) or "cost" not in plan:
+        raise PlanError(f"{path}: not a `python -m bootstrap plan --json` report with resources (a plan made "
+                        "before plans listed every resource? render it again)")
+    return plan
+
+
+def flatten(value: Any, path: str = "") -> dict[str, Any]:
+    """Leaves by path: dicts by key, lists of dicts by index; scalars and lists of scalars whole."""
+    if isinstance(value, dict) and value:
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            out.update(flatten(item, f"{path}.{key}" if path else key))
+        return out
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        out = {}
+        for i, item in enumerate(value):
+            out.update(flatten(item, f"{path}[{i}]"))
+        return out
+    return {path: value}
+
+
+def _changes(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    a, b = flatten(old), flatten(new)
+    missing = object()
+    out = []
+    for path in sorted(set(a) | set(b)):
+        before, after = a.get(path, missing), b.get(path, missing)
+        if before != after:
+            out.append((path, None if before is missing else before, None if after is missing else after))
+    return out
+
+
+def compare(old: dict[str, Any], new: dict[str, Any]) -> PlanDiff:
+    before = {r["urn"]: r for r in old["resources"]}
+    after = {r["urn"]: r for r in new["resources"]}
+    changed = []
+    for urn in sorted(set(before) & set(after)):
+        o, n = before[urn], after[urn]
+        properties = _changes(o.get("inputs") or {}, n.get("inputs") or {})
+        options = [(k, o.get(k), n.get(k)) for k in OPTIONS if o.get(k) != n.get(k)]
+        if not properties and not options:
+            continue
+        replaced_by = [p for p, was, now in properties if replacements.forces_replacement(
+            n["type"], p, was, now, n.get("replaceOnChanges") or [])]
+        changed.append(Changed(n, properties, options, replaced_by))
+    return PlanDiff(old, new, added=[after[u] for u in sorted(set(after) - set(before))],
+                    removed=[before[u] for u in sorted(set(before) - set(after))], changed=changed)
+
+
+def _short(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    text = text.replace("`", "'").replace("\n", " ")
+    return text if len(text) <= SHORT else text[:SHORT - 1] + "…"
+
+
+def _cost(plan: dict[str, Any], key: str) -> float:
+    return float((plan.get("cost") or {}).get(key) or 0)
+
+
+def _label(row: dict[str, Any]) -> str:
+    return f"`{row['name']}` ({row['type']})"
+
+
+def render(diff: PlanDiff) -> str:
+    """The Markdown report; "" for identical plans."""
+    if diff.empty():
+        return ""
+    old, new = diff.old, diff.new
+    stack = new.get("stack")
+    heading = f"## Plan diff: stack `{stack}`"
+    if old.get("stack") != stack:
+        heading += f" (compared with stack `{old.get('stack')}`)"
+    replaced = [c for c in diff.changed if c.replaced]
+    updated = [c for c in diff.changed if not c.replaced]
+    out = [heading, "", f"**{len(diff.added)} to add, {len(updated)} to change, {len(replaced)} to replace, "
+                        f"{len(diff.removed)} to remove**", ""]
+    out += ["| cost per hour | before | after | change |", "|---|---:|---:|---:|"]
+    for label, key in (("at minimum scale", "minPerHour"), ("at maximum scale", "maxPerHour")):
+        a, b = _cost(old, key), _cost(new, key)
+        out.append(f"| {label} | ${a:,.2f} | ${b:,.2f} | {b - a:+,.2f} |")
+    grave = [c for c in replaced if c.row["type"] in replacements.DATA_OR_JOBS]
+    if grave:
+        out += ["", "> [!WARNING]", "> These replacements cost data or running jobs:"]
+        out += [f"> - {_label(c.row)}: {replacements.DATA_OR_JOBS[c.row['type']]} (because of "
+                f"{', '.join(f'`{p}`' for p in c.replaced_by)})" for c in grave]
+    if replaced:
+        out += ["", "### Replaced"]
+        for c in replaced:
+            how = "delete, then create" if c.row.get("deleteBeforeReplace") else "create, then delete"
+            out.append(f"- {_label(c.row)}, {how}")
+            out += _property_lines(c)
+            if dependents := _dependents(new, c.row["urn"]):
+                names = ", ".join(f"`{d}`" for d in dependents[:5]) + (" …" if len(dependents) > 5 else "")
+                out.append(f"  - {len(dependents)} resources that take its outputs may change or be replaced with "
+                           f"it (an offline plan keeps ids, so it cannot show them): {names}")
+    if updated:
+        out += ["", "### Changed in place"]
+        for c in updated:
+            out.append(f"- {_label(c.row)}")
+            out += _property_lines(c)
+    if diff.added:
+        out += ["", "### Added"] + [f"- {_label(r)}" for r in diff.added]
+    if diff.removed:
+        out += ["", "### Removed"]
+        out += [f"- {_label(r)}" + (" (retained: stays in AWS, no longer managed)" if r.get("retainOnDelete") else "")
+                for r in diff.removed]
+    return "\n".join(out) + "\n"
+
+
+def _dependents(plan: dict[str, Any], urn: str) -> list[str]:
+    return sorted(r["name"] for r in plan["resources"] if urn in (r.get("dependencies") or []))
+
+
+def _property_lines(change: Changed) -> list[str]:
+    lines = []
+    for path, was, now in change.properties:
+        mark = " **(forces replacement)**" if path in change.replaced_by else ""
+        lines.append(f"  - `{path}`: `{_short(was)}` → `{_short(now)}`{mark}")
+    lines += [f"  - option `{name}`: `{_short(was)}` → `{_short(now)}`" for name, was, now in change.options]
+    return lines
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bootstrap diff", description=__doc__.split("\n")[0])
+    parser.add_argument("old", type=Path, help="the base plan (`plan --json` output)")
+    parser.add_argument("new", type=Path, help="the new plan")
+    parser.add_argument("--out", type=Path, help="write the report to this file instead of stdout")
+    args = parser.parse_args(argv)
+    try:
+        report = render(compare(load_plan(args.old), load_plan(args.new)))
+    except PlanError as err:
+        print(f"gpucluster: {err}", file=sys.stderr)
+        return 2
+    if args.out:
+        args.out.write_text(report)
+    else:
+        sys.stdout.write(report)
+    return 0

@@ -1,0 +1,167 @@
+"""What the offline plan says, as data: pools, storage, jobs, time to ready, cost, every resource (pure).
+
+`build_report` turns a mock run's recording into one JSON-able dict; two
+plans of one stack give identical bytes, so `bootstrap diff` compares them.
+Secret inputs are masked: the report is printed, uploaded and diffed.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from bootstrap import mocks, stackfile
+from components.spec import config
+
+SECRET = "[secret]"
+_NOT_OBJECTS = ("kubernetes:helm.sh/", "kubernetes:yaml", "pulumi:providers:")
+
+def integral(value: Any) -> Any:
+    """2.0 -> 2: the engine's wire format carries every number as a double."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: integral(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [integral(v) for v in value]
+    return value
+
+
+def kubernetes_objects(recording: mocks.Recording) -> list[dict[str, Any]]:
+    """Every plain Kubernetes object registered (Helm releases and providers excluded)."""
+    objects = []
+    for r in recording.resources:
+        if not r.type.startswith("kubernetes:") or r.type.startswith(_NOT_OBJECTS):
+            continue
+        objects.append(integral({k: v for k, v in r.inputs.items() if not k.startswith("__")}))
+    return objects
+
+
+def pool_rows(cfg: config.StackConfig) -> list[dict[str, Any]]:
+    from components.spec import efa
+
+    rows = []
+    for pool in cfg.gpu_pools:
+        t = pool.instance
+        efa_count = efa.efa_interface_count(t, pool.efa_enabled)
+        price = cfg.price(pool.instance_type)
+        rows.append({
+            "name": pool.name, "instanceType": pool.instance_type, "gpuModel": t.gpu_model,
+            "gpusPerNode": t.gpu_count, "minNodes": pool.min_nodes, "maxNodes": pool.max_nodes,
+            "gpusMax": t.gpu_count * pool.max_nodes, "efaInterfaces": efa_count,
+            "networkGbps": t.network_gbps if efa_count else None,
+            "placement": "cluster placement group" if pool.uses_placement_group else "none",
+            "capacityType": pool.capacity_type, "pricePerNodeHour": price,
+            "costPerHourMin": round(pool.min_nodes * price, 2), "costPerHourMax": round(pool.max_nodes * price, 2),
+        })
+    return rows
+
+
+def storage_summary(cfg: config.StackConfig) -> dict[str, Any]:
+    from components.spec import fsx
+
+    fs = cfg.storage.fsx
+    gpus = sum(p.instance.gpu_count * p.max_nodes for p in cfg.gpu_pools)
+    return {
+        "deploymentType": fs.deployment_type,
+        "storageCapacityGiB": fs.storage_capacity_gib,
+        "throughputPerTiB": fs.throughput_per_tib,
+        "aggregateThroughputMBps": round(fs.aggregate_throughput_mbps, 1),
+        "gpusAtMaxScale": gpus,
+        "warning": fsx.throughput_warning(fs, gpus, cfg.storage.read_target_mbps_per_gpu),
+    }
+
+
+def job_rows(cfg: config.StackConfig) -> list[dict[str, Any]]:
+    """Each job (and fabric test) with its queue, start order, deadline and worst-case cost."""
+    from components.spec import jobsizing, launcher, queueing, schedule, teardown
+
+    starts = schedule.stack_schedule(cfg)
+    queue = f"{cfg.training_namespace}/{queueing.LOCAL_QUEUE}"
+    rows = []
+    for pool in cfg.gpu_pools:
+        if pool.fabric_test:
+            name = launcher.nccl_test_name(pool)
+            rows.append({"name": name, "launcher": "mpirun (fabric test)", "pool": pool.name,
+                         "nodes": launcher.FABRIC_TEST_NODES, "gpus": launcher.FABRIC_TEST_NODES * pool.instance.gpu_count,
+                         "queue": queue, "priority": queueing.FABRIC_TEST_PRIORITY, **_start(starts, name),
+                         "teardown": {"deadlineSeconds": launcher.FABRIC_TEST_DEADLINE_SECONDS},
+                         "sizing": None})
+    for job in cfg.jobs:
+        pool = cfg.pool(job.pool)
+        gpus = job.gpus_per_node or pool.instance.gpu_count
+        row = {"name": job.name, "launcher": job.launcher, "pool": job.pool, "nodes": job.nodes,
+               "gpus": job.nodes * gpus, "queue": queue, "priority": queueing.TRAINING_PRIORITY,
+               **_start(starts, job.name), "teardown": teardown.teardown(job, cfg).to_dict(), "sizing": None}
+        if job.model is not None:
+            row["sizing"] = jobsizing.size_job(job, pool, cfg.prices).to_dict()
+        rows.append(row)
+    return rows
+
+
+def _start(starts: dict, name: str) -> dict[str, Any]:
+    start = starts.get(name)
+    return {"startOrder": start.order if start else None, "startsAfter": start.after if start else None}
+
+
+# EKS control plane about 9 minutes (8.5-10 in Terraform logs; FACTS.md
+# "Provisioning times"); the file system and its S3 link in components.spec.fsx.
+EKS_MINUTES = 9
+
+
+def time_to_ready(cfg: config.StackConfig) -> dict[str, Any]:
+    """The two slow paths, created in parallel, and what the S3 link adds."""
+    from components.spec import fsx
+
+    storage = fsx.time_to_ready_minutes(cfg.storage)
+    link = ("one data repository association (the bucket at /), created after the file system"
+            if cfg.storage.s3_link else "no S3 link")
+    return {"eksMinutes": EKS_MINUTES, "storageMinutes": storage, "s3Link": link,
+            "criticalPathMinutes": max(EKS_MINUTES, storage)}
+
+
+def build_report(cfg: config.StackConfig, recording: mocks.Recording, standins: list[str]) -> dict[str, Any]:
+    """Everything the plan says, deterministic: two plans of one stack are byte-identical."""
+    outputs = {k: ("[secret]" if k in recording.secret_outputs else v) for k, v in recording.stack_outputs.items()}
+    estimate = recording.stack_outputs.get("estimatedCostPerHourUsd") or {}
+    return {
+        "stack": cfg.stack,
+        "region": cfg.region,
+        "gpuAvailabilityZone": recording.stack_outputs.get("gpuAvailabilityZone"),
+        "zones": recording.stack_outputs.get("zones"),
+        "standIns": {key: stackfile.PLAN_STANDINS[key] for key in standins},
+        "resourceCount": sum(1 for r in recording.resources if r.custom),
+        "countsByType": dict(sorted(Counter(r.type for r in recording.resources if r.custom).items())),
+        "gpuPools": pool_rows(cfg),
+        "storage": storage_summary(cfg),
+        "timeToReady": time_to_ready(cfg),
+        "jobs": job_rows(cfg),
+        "cost": {"minPerHour": estimate.get("min"), "maxPerHour": estimate.get("max"),
+                 "pausedPerHour": estimate.get("paused"), "lines": estimate.get("lines", [])},
+        "paused": {"paused": cfg.paused, "pauseMode": cfg.pause_mode, "stopPolicy": cfg.stop_policy},
+        "outputs": outputs,
+        "resources": resource_rows(recording),
+        "warnings": sorted(msg for level, msg in recording.logs if level in ("warning", "warn")),
+    }
+
+
+def resource_rows(recording: mocks.Recording) -> list[dict[str, Any]]:
+    """Every resource with its inputs (secrets masked) and options, in URN order (registration order is
+    not stable)."""
+    rows = [{"type": r.type, "name": r.name, "urn": r.urn, "parent": r.parent, "custom": r.custom,
+             "inputs": integral(masked(r.inputs, r.secret_inputs)), "dependencies": sorted(r.dependencies),
+             "protect": r.protect, "retainOnDelete": r.retain_on_delete, "ignoreChanges": sorted(r.ignore_changes),
+             "replaceOnChanges": sorted(r.replace_on_changes), "deleteBeforeReplace": r.delete_before_replace,
+             "importId": r.import_id, "hooks": r.hooks} for r in recording.resources]
+    return sorted(rows, key=lambda row: row["urn"])
+
+
+def masked(value: Any, secret_paths: set[str], path: str = "") -> Any:
+    """`value` with every input the program marked secret replaced by "[secret]"."""
+    if path in secret_paths:
+        return SECRET
+    if isinstance(value, dict):
+        return {k: masked(v, secret_paths, f"{path}.{k}" if path else k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [masked(v, secret_paths, f"{path}[{i}]") for i, v in enumerate(value)]
+    return value
