@@ -14,6 +14,7 @@ BUCKET_SUFFIX_BYTES = 4  # 8 hex characters
 _BUCKET_MAX = 63
 NONCURRENT_VERSION_DAYS = 30  # how long an overwritten or deleted checkpoint can be recovered
 ABORT_MULTIPART_DAYS = 7
+TLS_ONLY_SID = "DenyInsecureTransport"
 
 _CHARS = re.compile(r"[a-z0-9][a-z0-9.-]*[a-z0-9]")
 RESERVED_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")
@@ -51,20 +52,21 @@ def bucket_name(cluster_name: str, suffix: str) -> str:
     return head + tail
 
 
+def tls_only_statement(bucket_arn: str) -> dict:
+    """Deny every request that does not use TLS (S3 User Guide, "Security best practices for Amazon S3",
+    aws:SecureTransport)."""
+    return {
+        "Sid": TLS_ONLY_SID,
+        "Effect": "Deny",
+        "Principal": "*",
+        "Action": "s3:*",
+        "Resource": [bucket_arn, f"{bucket_arn}/*"],
+        "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+    }
+
+
 def tls_only_policy(bucket_arn: str) -> str:
-    """Deny every request that does not use TLS (S3 User Guide, "Security best
-    practices for Amazon S3", aws:SecureTransport)."""
-    return json.dumps({
-        "Version": "2012-10-17",
-        "Statement": [{
-            "Sid": "DenyInsecureTransport",
-            "Effect": "Deny",
-            "Principal": "*",
-            "Action": "s3:*",
-            "Resource": [bucket_arn, f"{bucket_arn}/*"],
-            "Condition": {"Bool": {"aws:SecureTransport": "false"}},
-        }],
-    })
+    return json.dumps({"Version": "2012-10-17", "Statement": [tls_only_statement(bucket_arn)]})
 
 
 def lifecycle_rules() -> list[dict]:
