@@ -8,13 +8,13 @@ the shape `pulumi stack export` gives, so the report is read from what a
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-import yaml
 
 from bootstrap import automation, destroy, mocks, pause, stackfile
 from components.hooks import SKIP_EXPORT_ENV, bucket_guard
@@ -30,7 +30,7 @@ def project(tmp_path: Path, stack: str, extra: dict | None = None) -> Path:
     shutil.copy(stackfile.PROJECT_DIR / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
     text = (stackfile.PROJECT_DIR / f"Pulumi.{stack}.yaml").read_text()
     for key, value in {**DEPLOY_KEYS, **(extra or {})}.items():
-        text = stackfile.set_scalar(text, key, yaml.safe_dump(value, default_flow_style=True).strip())
+        text = stackfile.set_scalar(text, key, json.dumps(value))
     (tmp_path / f"Pulumi.{stack}.yaml").write_text(text)
     return tmp_path
 

@@ -1,0 +1,114 @@
+"""`python -m bootstrap preflight --stack S`: what the account must allow before `pulumi up`, checked first.
+
+A 30-minute `pulumi up` should not fail at minute 25 on a quota. Each
+check says pass, fail, warn or unknown (an API this identity may not call,
+or a fact the account cannot tell), never a traceback:
+
+- credentials; the deploy-time keys the stack still lacks;
+- the GPU zone the program will pick, and that it offers every pool's type;
+  the zone IDs EKS refuses;
+- EC2 vCPU quotas per family (On-Demand and Spot) for the pools at maxNodes
+  and the system nodes, with what already runs;
+- capacity reservations and Capacity Blocks: state, type, zone, size, window;
+- VPC, internet gateway, NAT gateway and Elastic IP quotas; EKS cluster,
+  node group and node quotas; FSx for Lustre storage;
+- admin principals exist; the public endpoint admits this machine;
+- training images in ECR exist.
+
+`--json` prints {"ok": bool, "checks": [{"name", "status", "detail"}]}.
+Exit 1 if any check fails, 2 if the stack file cannot be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import urllib.request
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+from bootstrap import preflight_checks as checks_
+from bootstrap import preflight_quotas, stackfile
+from bootstrap.preflight_checks import FAIL, UNKNOWN, Check, Context
+from components.spec import config
+
+CHECKS = (checks_.identity, checks_.zone_plan, preflight_quotas.vcpu_quotas, checks_.reservations,
+          preflight_quotas.network_quotas, preflight_quotas.eks_quotas, preflight_quotas.fsx_quota,
+          checks_.admins, checks_.endpoint, checks_.images)
+# AWS's what-is-my-address service (the README's `curl -s https://checkip.amazonaws.com`).
+CHECKIP_URL = "https://checkip.amazonaws.com"
+
+
+def public_ip() -> str | None:
+    try:
+        with urllib.request.urlopen(CHECKIP_URL, timeout=5) as response:  # noqa: S310 (a fixed https URL)
+            return response.read().decode().strip() or None
+    except OSError:
+        return None
+
+
+def run(cfg: config.StackConfig, standins: list[str], client: Callable, ip: Callable[[], str | None]) -> list[Check]:
+    ctx = Context(cfg=cfg, client=client, public_ip=ip, standins=tuple(standins))
+    results = [Check(f"{key} set", FAIL, f"not set in Pulumi.{cfg.stack}.yaml: {_how_to_set(key)}")
+               for key in standins]
+    for check in CHECKS:
+        name = check.__name__.replace("_", " ")
+        try:
+            results += check(ctx)
+        except Exception as err:  # AccessDenied, a missing API, no credentials: this check cannot tell
+            results.append(Check(name, UNKNOWN, f"{checks_.error_code(err)}: {err}"))
+    return results
+
+
+def _how_to_set(key: str) -> str:
+    if key.endswith("adminPrincipalArns"):
+        return ("pulumi config set --path 'gpucluster:adminPrincipalArns[0]' \"$(venv/bin/python -m bootstrap "
+                "whoami)\"")
+    return ("pulumi config set --path 'gpucluster:publicAccessCidrs[0]' \"$(curl -s https://checkip.amazonaws.com)/32\""
+            " (or deployerInVpc: true)")
+
+
+def render(results: list[Check]) -> str:
+    lines = [f"{c.status.upper():<8}{c.name}: {c.detail}" for c in results]
+    counts = Counter(c.status for c in results)
+    summary = ", ".join(f"{counts[s]} {s}" for s in ("pass", "warn", "unknown", "fail") if counts[s])
+    return "\n".join([*lines, "", summary])
+
+
+def main(argv: list[str], client_factory: Callable | None = None, ip: Callable[[], str | None] = public_ip) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bootstrap preflight", description=__doc__.split("\n")[0])
+    parser.add_argument("--stack", required=True, help="stack name: Pulumi.<stack>.yaml")
+    parser.add_argument("--profile", help="AWS profile (default: the stack's aws:profile, else the environment)")
+    parser.add_argument("--json", action="store_true", help='print {"ok": ..., "checks": [...]}')
+    parser.add_argument("--stack-file", type=Path, help="read this stack file instead")
+    args = parser.parse_args(argv)
+    try:
+        raw, standins = stackfile.with_plan_standins(stackfile.read_stack_config(args.stack, stack_file=args.stack_file))
+        cfg = config.parse(raw, stackfile.project_name(), args.stack)
+    except stackfile.StackFileError as err:
+        print(f"gpucluster: {err}", file=sys.stderr)
+        return 2
+    except config.ConfigError as err:
+        print(err.render(), file=sys.stderr)
+        return 1
+    if client_factory is None:
+        import boto3
+        import botocore.exceptions
+
+        try:
+            session = boto3.Session(profile_name=args.profile or cfg.aws_profile, region_name=cfg.region)
+        except botocore.exceptions.ProfileNotFound as err:
+            print(f"gpucluster: {err}", file=sys.stderr)
+            return 2
+
+        def client_factory(service: str, region: str | None = None):
+            return session.client(service, region_name=region or cfg.region)
+    results = run(cfg, standins, client_factory, ip)
+    ok = not any(c.status == FAIL for c in results)
+    if args.json:
+        print(json.dumps({"ok": ok, "checks": [c.to_dict() for c in results]}, indent=2))
+    else:
+        print(render(results))
+    return 0 if ok else 1
