@@ -1,4 +1,4 @@
-"""`python -m bootstrap <verb> ...`: plan, whoami, upgrade, size, nccl-report."""
+"""`python -m bootstrap <verb> ...`: the operator CLI (offline plan, state backend, preflight, teardown, tools)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,14 @@ if str(ROOT) not in sys.path:
 
 VERBS = {
     "plan": ("bootstrap.plan", "offline plan of a stack under the mock runtime"),
+    "diff": ("bootstrap.diff", "compare two `plan --json` outputs: a Markdown report of what changes"),
+    "backend": ("bootstrap.backend", "create or verify the S3 state backend and KMS secrets key"),
+    "preflight": ("bootstrap.preflight", "check the account against a stack before `pulumi up`"),
     "whoami": ("bootstrap.whoami", "the IAM ARN of your AWS credentials, for adminPrincipalArns"),
     "upgrade": ("bootstrap.upgrade", "resolve newer AMI and add-on pins for a stack, show and write them"),
+    "destroy": ("bootstrap.destroy", "export FSx to S3, then destroy the stack; keeps the bucket"),
+    "pause": ("bootstrap.pause", "hold the queue and let the GPU pools scale to zero"),
+    "resume": ("bootstrap.pause:resume_main", "release the queue after a pause"),
     "size": ("bootstrap.size", "memory, time and cost of training a model (no cloud, no Pulumi)"),
     "nccl-report": ("bootstrap.nccl_report", "judge nccl-tests output: bus bandwidth, EFA or socket fallback"),
 }
@@ -35,8 +41,8 @@ def main(argv: list[str]) -> int:
         return 2
     import importlib
 
-    module = importlib.import_module(VERBS[verb][0])
-    return module.main(rest)
+    module_name, _, function = VERBS[verb][0].partition(":")
+    return getattr(importlib.import_module(module_name), function or "main")(rest)
 
 
 if __name__ == "__main__":
