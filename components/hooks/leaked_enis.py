@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-# amazon-vpc-cni-k8s pkg/awsutils/awsutils.go: ENIs ipamd creates carry the
-# cluster's name (clusterNameEnvVar CLUSTER_NAME, which the EKS add-on sets)
-# and the description prefix eniDescriptionPrefix "aws-K8S-".
+# amazon-vpc-cni-k8s: ENIs the CNI creates carry the cluster's name (CLUSTER_NAME,
+# which the EKS add-on sets; the AmazonEKS_CNI_Policy scopes CreateNetworkInterface
+# to aws:RequestTag/cluster.k8s.amazonaws.com/name) and a description starting
+# "aws-K8S-<instance id>" (node ENIs) or "aws-k8s-branch-eni" (pod branch ENIs).
 CLUSTER_TAG = "cluster.k8s.amazonaws.com/name"
-DESCRIPTION_PREFIX = "aws-K8S-"
+DESCRIPTION_PREFIX = "aws-k8s-"  # compared case-insensitively
 
 
 def leaked_enis(ec2, subnet_id: str, cluster_name: str) -> list[str]:
@@ -28,7 +29,7 @@ def leaked_enis(ec2, subnet_id: str, cluster_name: str) -> list[str]:
         {"Name": f"tag:{CLUSTER_TAG}", "Values": [cluster_name]},
     ])
     return sorted(eni["NetworkInterfaceId"] for page in pages for eni in page["NetworkInterfaces"]
-                  if eni.get("Description", "").startswith(DESCRIPTION_PREFIX))
+                  if eni.get("Description", "").lower().startswith(DESCRIPTION_PREFIX))
 
 
 def release_leaked_enis(ec2, subnet_id: str, cluster_name: str, log: Callable[[str], None] = print) -> list[str]:
