@@ -48,16 +48,13 @@ def run(args: argparse.Namespace, select: Callable[[str], automation.DeployedSta
         ask: Callable[[str], str] | None = None, out: Callable[[str], None] = print,
         project_dir: Path = stackfile.PROJECT_DIR) -> int:
     try:
-        raw = stackfile.read_stack_config(args.stack, project_dir)
-        cfg = config.parse(raw, stackfile.project_name(project_dir), args.stack)
-    except stackfile.StackFileError as err:
-        print(f"gpucluster: {err}", file=sys.stderr)
-        return 2
-    except config.ConfigError as err:
-        # The destroy runs the program, which stops on the same problems.
-        print(err.render(), file=sys.stderr)
-        print("fix the stack file first: `pulumi destroy` runs the program, which refuses a bad config",
-              file=sys.stderr)
+        cfg, _, _ = stackfile.load_stack(args.stack, project_dir)
+    except (stackfile.StackFileError, config.ConfigError) as err:
+        stackfile.report(err)
+        if isinstance(err, config.ConfigError):
+            # The destroy runs the program, which stops on the same problems.
+            print("fix the stack file first: `pulumi destroy` runs the program, which refuses a bad config",
+                  file=sys.stderr)
         return 2
     try:
         stack = select(args.stack)

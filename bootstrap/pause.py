@@ -60,15 +60,10 @@ def run(stack_name: str, paused: bool, mode: str | None, apply: bool, assume_yes
     path = stackfile.stack_path(stack_name, project_dir)
     try:
         overrides = {PAUSED: paused, **({PAUSE_MODE: mode} if mode else {})}
-        cfg = config.parse(stackfile.read_stack_config(stack_name, project_dir, overrides=overrides),
-                           stackfile.project_name(project_dir), stack_name)
+        cfg, _, _ = stackfile.load_stack(stack_name, project_dir, overrides=overrides)
         text = path.read_text()
-    except stackfile.StackFileError as err:
-        print(f"gpucluster: {err}", file=sys.stderr)
-        return 2
-    except config.ConfigError as err:
-        print(err.render(), file=sys.stderr)
-        return 1
+    except (stackfile.StackFileError, config.ConfigError) as err:
+        return stackfile.report(err)
     verb = "pause" if paused else "resume"
     if paused:
         out(f"Pausing {stack_name}: the ClusterQueue gets stopPolicy {cfg.stop_policy} "

@@ -187,16 +187,13 @@ def main(argv: list[str]) -> int:
         return 2
 
     try:
-        raw, standins = stackfile.with_plan_standins(
-            stackfile.read_stack_config(args.stack, stack_file=args.stack_file))
-        cfg = config.parse(raw, stackfile.project_name(), args.stack)
+        cfg, raw, standins = stackfile.load_stack(args.stack, stack_file=args.stack_file, standins=True)
         recording = mocks.run_program(raw, args.stack, project=stackfile.project_name())
-    except (stackfile.StackFileError, mocks.PlanDataError) as err:
+    except (stackfile.StackFileError, config.ConfigError) as err:
+        return stackfile.report(err)
+    except mocks.PlanDataError as err:
         print(f"gpucluster: {err}", file=sys.stderr)
         return 2
-    except config.ConfigError as err:
-        print(err.render(), file=sys.stderr)
-        return 1
     except Exception as err:  # the program's own clean errors (pulumi.RunError)
         if type(err).__name__ != "RunError":
             raise

@@ -85,14 +85,9 @@ def main(argv: list[str], client_factory: Callable | None = None, ip: Callable[[
     parser.add_argument("--stack-file", type=Path, help="read this stack file instead")
     args = parser.parse_args(argv)
     try:
-        raw, standins = stackfile.with_plan_standins(stackfile.read_stack_config(args.stack, stack_file=args.stack_file))
-        cfg = config.parse(raw, stackfile.project_name(), args.stack)
-    except stackfile.StackFileError as err:
-        print(f"gpucluster: {err}", file=sys.stderr)
-        return 2
-    except config.ConfigError as err:
-        print(err.render(), file=sys.stderr)
-        return 1
+        cfg, _, standins = stackfile.load_stack(args.stack, stack_file=args.stack_file, standins=True)
+    except (stackfile.StackFileError, config.ConfigError) as err:
+        return stackfile.report(err)
     if client_factory is None:
         import boto3
         import botocore.exceptions

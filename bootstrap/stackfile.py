@@ -155,3 +155,30 @@ def set_key(text: str, key: str, render: Callable[[str], list[str]], after: str 
 def set_scalar(text: str, key: str, value: str) -> str:
     """`set_key` for a one-line YAML value."""
     return set_key(text, key, lambda indent: [f"{indent}{key}: {value}"])
+
+
+def load_stack(stack: str, project_dir: Path = PROJECT_DIR, stack_file: Path | None = None,
+               overrides: dict[str, Any] | None = None, standins: bool = False):
+    """(StackConfig, the raw config as the engine would pass it, the stand-in keys filled) of a stack file.
+
+    Raises StackFileError (unreadable) or config.ConfigError (invalid); `report` turns either into a
+    message on stderr and the verbs' exit code.
+    """
+    from components.spec import config
+
+    raw = read_stack_config(stack, project_dir, overrides=overrides, stack_file=stack_file)
+    filled: list[str] = []
+    if standins:
+        raw, filled = with_plan_standins(raw)
+    return config.parse(raw, project_name(project_dir), stack), raw, filled
+
+
+def report(err: Exception) -> int:
+    """Print a stack file or config error the way every verb does; 2 for an unreadable file, 1 for a bad config."""
+    import sys
+
+    if isinstance(err, StackFileError):
+        print(f"gpucluster: {err}", file=sys.stderr)
+        return 2
+    print(err.render(), file=sys.stderr)
+    return 1
