@@ -14,6 +14,7 @@ from bootstrap import mocks
 from components.hooks import BUCKET_HOOK, ENI_HOOK, EXPORT_HOOK, FSX_TASKS_HOOK
 from components.spec import config, cost, trainer
 from tests.conftest import stack_config, stack_raw
+from tests.k8s import validate_custom
 
 DRA = "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"
 FSX = "aws:fsx/lustreFileSystem:LustreFileSystem"
@@ -209,6 +210,9 @@ def test_pause_holds_every_cluster_queue_and_lets_the_pools_go_to_zero(mode, pol
                                                "gpucluster:gpuPools": pools}), "prod")
     queues = rec.of_type(CLUSTER_QUEUE)
     assert queues and {q.inputs["spec"]["stopPolicy"] for q in queues} == {policy}
+    for queue in queues:
+        validate_custom({k: queue.inputs[k] for k in ("apiVersion", "kind", "metadata", "spec")},
+                        "kueue.x-k8s.io_clusterqueues.yaml")
     groups = gpu_node_groups(rec)
     assert len(groups) == 2
     assert all(ng.inputs["scalingConfig"] == {"minSize": 0, "desiredSize": 0, "maxSize": ng.inputs["scalingConfig"]
