@@ -7,6 +7,10 @@ import pulumi_aws as aws
 from components import lookups
 from components.autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
 from components.cluster import Cluster, ClusterArgs
+from components.core import stack_config
+from components.core.config.values import is_admin
+from components.core.planning import cost
+from components.core.problems import ConfigError, raise_problems
 from components.device_plugins import DevicePlugins, DevicePluginsArgs
 from components.fsx_volume import FsxVolume, FsxVolumeArgs
 from components.gpu_pool import GpuNodePool, GpuNodePoolArgs
@@ -14,9 +18,6 @@ from components.hooks import HookSettings, StackHooks
 from components.network import Network, NetworkArgs
 from components.operators import Operators, OperatorsArgs
 from components.queue import Queue, QueueArgs
-from components.spec import config as stack_config
-from components.spec import cost
-from components.spec.validation import is_admin
 from components.storage import Storage, StorageArgs
 from components.training_job import FabricTest, FabricTestArgs, TrainingJob, TrainingJobArgs
 
@@ -26,9 +27,9 @@ try:
     zones = lookups.lookup_zones(cfg)
     blocks = lookups.lookup_capacity_blocks(cfg)
     kept_bucket = lookups.lookup_bucket(cfg)
-    stack_config.raise_problems([p for pool in cfg.gpu_pools if pool.name in blocks
+    raise_problems([p for pool in cfg.gpu_pools if pool.name in blocks
                                  for p in lookups.reservation_problems(pool, zones.gpu_zone, blocks[pool.name])])
-except stack_config.ConfigError as err:
+except ConfigError as err:
     raise pulumi.RunError(err.render()) from None
 
 caller = aws.get_caller_identity()

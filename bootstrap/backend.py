@@ -28,7 +28,8 @@ import sys
 
 from bootstrap import github_oidc
 from bootstrap.steps import Step
-from components.spec import bucket as bucketlib
+from components.core.config.values import bucket_name_problem
+from components.core.storage import bucket as bucketlib
 
 DEFAULT_ALIAS = "alias/pulumi-secrets"
 # KMS aliases: alias/ then letters, digits, /, _ and -; alias/aws/ is AWS's own (KMS API, CreateAlias).
@@ -187,7 +188,7 @@ def check_arguments(args: argparse.Namespace) -> list[str]:
     import botocore.session
 
     problems = []
-    if reason := bucketlib.bucket_name_problem(args.bucket):
+    if reason := bucket_name_problem(args.bucket):
         problems.append(f"--bucket {args.bucket!r}: {reason}")
     session = botocore.session.get_session()
     regions = {r for p in session.get_available_partitions() for r in session.get_available_regions("s3", p)}

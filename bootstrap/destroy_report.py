@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from components.spec.config import NAMESPACE, StackConfig
+from components.core.config import NAMESPACE, StackConfig
 
 BUCKET = "aws:s3/bucket:Bucket"
 FILE_SYSTEM = "aws:fsx/lustreFileSystem:LustreFileSystem"

@@ -21,7 +21,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 
-from components.spec import catalog, nccl
+from components.core.hardware import catalog, nccl
 
 TRANSPORT_OFI = "OFI/EFA"
 TRANSPORT_SOCKET_FALLBACK = "Socket (fallback!)"

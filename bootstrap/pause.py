@@ -20,7 +20,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bootstrap import automation, stackfile
-from components.spec import config, cost, trainer
+from components.core import config
+from components.core.kube import trainer
+from components.core.planning import cost
 
 PAUSED = f"{config.NAMESPACE}:paused"
 PAUSE_MODE = f"{config.NAMESPACE}:pauseMode"

@@ -20,7 +20,7 @@ import yaml
 
 from bootstrap import mocks, stackfile
 from bootstrap.plan_report import build_report, integral, kubernetes_objects, resource_rows
-from components.spec import config
+from components.core import config
 
 # Properties worth a glance in the tree, per resource type.
 KEY_PROPERTIES = {

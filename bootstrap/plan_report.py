@@ -11,7 +11,7 @@ from collections import Counter
 from typing import Any
 
 from bootstrap import mocks, stackfile
-from components.spec import config
+from components.core import config
 
 SECRET = "[secret]"
 _NOT_OBJECTS = ("kubernetes:helm.sh/", "kubernetes:yaml", "pulumi:providers:")
@@ -38,7 +38,7 @@ def kubernetes_objects(recording: mocks.Recording) -> list[dict[str, Any]]:
 
 
 def pool_rows(cfg: config.StackConfig) -> list[dict[str, Any]]:
-    from components.spec import efa
+    from components.core.hardware import efa
 
     rows = []
     for pool in cfg.gpu_pools:
@@ -58,7 +58,7 @@ def pool_rows(cfg: config.StackConfig) -> list[dict[str, Any]]:
 
 
 def storage_summary(cfg: config.StackConfig) -> dict[str, Any]:
-    from components.spec import fsx
+    from components.core.storage import fsx
 
     fs = cfg.storage.fsx
     gpus = sum(p.instance.gpu_count * p.max_nodes for p in cfg.gpu_pools)
@@ -74,7 +74,8 @@ def storage_summary(cfg: config.StackConfig) -> dict[str, Any]:
 
 def job_rows(cfg: config.StackConfig) -> list[dict[str, Any]]:
     """Each job (and fabric test) with its queue, start order, deadline and worst-case cost."""
-    from components.spec import jobsizing, launcher, queueing, schedule, teardown
+    from components.core.kube import launcher, queueing
+    from components.core.planning import jobsizing, schedule, teardown
 
     starts = schedule.stack_schedule(cfg)
     queue = f"{cfg.training_namespace}/{queueing.LOCAL_QUEUE}"
@@ -105,13 +106,13 @@ def _start(starts: dict, name: str) -> dict[str, Any]:
 
 
 # EKS control plane about 9 minutes (8.5-10 in Terraform logs; FACTS.md
-# "Provisioning times"); the file system and its S3 link in components.spec.fsx.
+# "Provisioning times"); the file system and its S3 link in components.core.storage.fsx.
 EKS_MINUTES = 9
 
 
 def time_to_ready(cfg: config.StackConfig) -> dict[str, Any]:
     """The two slow paths, created in parallel, and what the S3 link adds."""
-    from components.spec import fsx
+    from components.core.storage import fsx
 
     storage = fsx.time_to_ready_minutes(cfg.storage)
     link = ("one data repository association (the bucket at /), created after the file system"

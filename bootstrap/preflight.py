@@ -32,7 +32,7 @@ from pathlib import Path
 from bootstrap import preflight_checks as checks_
 from bootstrap import preflight_quotas, stackfile
 from bootstrap.preflight_checks import FAIL, UNKNOWN, Check, Context
-from components.spec import config
+from components.core import config
 
 CHECKS = (checks_.identity, checks_.zone_plan, preflight_quotas.vcpu_quotas, checks_.reservations,
           preflight_quotas.network_quotas, preflight_quotas.eks_quotas, preflight_quotas.fsx_quota,

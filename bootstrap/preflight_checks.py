@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from components.spec import config, zones
+from components.core import config
+from components.core.hardware import zones
 
 PASS, FAIL, WARN, UNKNOWN = "pass", "fail", "warn", "unknown"
 # EKS User Guide, capacity-blocks-mng: scale a Capacity Block node group to 0 at least 30 minutes before it ends.

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from components.spec.config import StackConfig
+from components.core.config import StackConfig
 
 # (service code, quota code, quota name) per instance family group and purchase option.
 EC2_VCPU_QUOTAS = {
@@ -77,7 +77,7 @@ def vcpu_needs(cfg: StackConfig) -> tuple[list[VcpuNeed], list[str]]:
 
 
 def _vcpus(instance_type: str) -> int:
-    from components.spec import catalog
+    from components.core.hardware import catalog
 
     return catalog.get(instance_type).vcpus
 

@@ -14,7 +14,7 @@ import argparse
 import json
 import sys
 
-from components.spec.sizing import ACTIVATION_HEADROOM, SizingError, SizingInput, SizingResult, size
+from components.core.planning.sizing import ACTIVATION_HEADROOM, SizingError, SizingInput, SizingResult, size
 
 
 def plan_job_sizing(params: float | str, tokens: float | str | None = None, *, instance_type: str,

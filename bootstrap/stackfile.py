@@ -164,13 +164,13 @@ def load_stack(stack: str, project_dir: Path = PROJECT_DIR, stack_file: Path | N
     Raises StackFileError (unreadable) or config.ConfigError (invalid); `report` turns either into a
     message on stderr and the verbs' exit code.
     """
-    from components.spec import config
+    from components.core import stack_config
 
     raw = read_stack_config(stack, project_dir, overrides=overrides, stack_file=stack_file)
     filled: list[str] = []
     if standins:
         raw, filled = with_plan_standins(raw)
-    return config.parse(raw, project_name(project_dir), stack), raw, filled
+    return stack_config.parse(raw, project_name(project_dir), stack), raw, filled
 
 
 def report(err: Exception) -> int:

@@ -21,8 +21,8 @@ import sys
 from pathlib import Path
 
 from bootstrap import stackfile
-from components.spec import config
-from components.spec import versions as v
+from components.core import config
+from components.core import versions as v
 
 
 class UpgradeError(Exception):

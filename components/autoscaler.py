@@ -1,9 +1,9 @@
 """ClusterAutoscaler: scales the GPU pools up from zero for pending jobs and back down when idle.
 
-The upstream chart (pinned in components.spec.versions) on the system
+The upstream chart (pinned in components.core.versions) on the system
 nodes, with AWS access through an EKS Pod Identity association whose role
 may change only this cluster's Auto Scaling groups. Values, flags and the
-policy are pure functions in components.spec.autoscaling.
+policy are pure functions in components.core.kube.autoscaling.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components import iam
-from components.spec import autoscaling
-from components.spec import versions as v
-from components.spec.config import GpuPoolConfig
-from components.spec.nodepool import SYSTEM_NODE_LABEL
+from components.core import versions as v
+from components.core.config import GpuPoolConfig
+from components.core.kube import autoscaling
+from components.core.kube.nodepool import SYSTEM_NODE_LABEL
 
 
 @dataclass(frozen=True)

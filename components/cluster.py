@@ -12,8 +12,8 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components import iam
-from components.spec.config import StackConfig, support_type
-from components.spec.nodepool import SYSTEM_NODE_LABEL
+from components.core.config import StackConfig, support_type
+from components.core.kube.nodepool import SYSTEM_NODE_LABEL
 
 ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
 LOG_TYPES = ("api", "audit", "authenticator")

@@ -15,9 +15,11 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.spec import ecr, namespaces, nodepool
-from components.spec import versions as v
-from components.spec.config import GpuPoolConfig
+from components.core import namespaces
+from components.core import versions as v
+from components.core.config import GpuPoolConfig
+from components.core.hardware import registries as ecr
+from components.core.kube import nodepool
 
 NAMESPACE = namespaces.KUBE_SYSTEM
 

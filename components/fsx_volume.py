@@ -2,7 +2,7 @@
 
 The FSx CSI add-on (Pod Identity, describe-only role) and a static
 PersistentVolume with a ReadWriteMany claim in the training namespace;
-manifests and policy are pure functions in components.spec.fsx_volume.
+manifests and policy are pure functions in components.core.storage.fsx_volume.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components import iam
-from components.spec.fsx_volume import (
+from components.core.storage.fsx_volume import (
     CLAIM_NAME,
     CSI_ADDON,
     CSI_CONTROLLER_SA,

@@ -17,8 +17,9 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from components.spec import efa, nodepool
-from components.spec.config import GpuPoolConfig
+from components.core.config import GpuPoolConfig
+from components.core.hardware import efa
+from components.core.kube import nodepool
 
 # EKS-optimized AL2023 AMI with the NVIDIA driver, container toolkit and the
 # EFA driver (EKS User Guide, "Create nodes with optimized accelerated

@@ -3,7 +3,7 @@
 Every answer that can make the config unusable (a zone that does not
 offer a pool's type, a Capacity Block in another zone) is turned into
 config problems here, so a bad stack stops before the first resource.
-The choices themselves are pure functions in components.spec.
+The choices themselves are pure functions in components.core.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import pulumi_aws as aws
 
-from components.spec.config import ConfigError, GpuPoolConfig, StackConfig
-from components.spec.validation import Problem
-from components.spec.zones import Zone, ZonePlan, choose_zones
+from components.core.config import ConfigError, GpuPoolConfig, StackConfig
+from components.core.hardware.zones import Zone, ZonePlan, choose_zones
+from components.core.problems import Problem
 
 # `python -m bootstrap destroy` sets it: the program then runs only so that its
 # delete hooks can, and a reservation that has ended or an adopted bucket that

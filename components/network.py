@@ -8,9 +8,9 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
+from components.core.config import NetworkConfig
+from components.core.hardware.zones import ZonePlan
 from components.hooks import StackHooks
-from components.spec.config import NetworkConfig
-from components.spec.zones import ZonePlan
 
 
 def subnet_layout(cidr: str, zones: int) -> list[tuple[str, str]]:

@@ -1,10 +1,10 @@
 """Operators: the Kubeflow MPI Operator (mpirun) and Kubeflow Trainer v2 with our torchrun runtimes.
 
 `launcher: mpirun` jobs are MPIJobs `kubeflow.org/v2beta1` under the MPI
-Operator (components.spec.mpi_operator: its upstream manifest, pinned to
+Operator (components.core.kube.mpi_operator: its upstream manifest, pinned to
 v0.8.2); `launcher: torchrun` jobs are TrainJobs `trainer.kubeflow.org/v1alpha1`
 under Kubeflow Trainer v2.3.0 (upstream chart, JobSet v0.12.0 with it)
-against our ClusterTrainingRuntimes (components.spec.trainer). Each CRD has
+against our ClusterTrainingRuntimes (components.core.kube.trainer). Each CRD has
 one definition in the cluster: mpijobs.kubeflow.org from us; the
 trainer.kubeflow.org and jobsets.jobset.x-k8s.io CRDs from the Trainer
 chart. Kubeflow Training Operator v1 (PyTorchJob) is not installed: Kueue
@@ -21,10 +21,10 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.core import versions as v
+from components.core.config import GpuPoolConfig, JobConfig
+from components.core.kube import mpi_operator, trainer
 from components.kubernetes import KubernetesObject, release_in_own_namespace
-from components.spec import mpi_operator, trainer
-from components.spec import versions as v
-from components.spec.config import GpuPoolConfig, JobConfig
 
 # The CRDs each chart installs (one definition of each in the cluster; tests
 # check no two sources overlap): Trainer 2.3.0 templates/crd/ and JobSet 0.12.0

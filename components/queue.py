@@ -1,9 +1,9 @@
 """Queue: Kueue, so a multi-node job starts with all its nodes or waits its turn.
 
-The upstream chart (pinned in components.spec.versions) on the system
+The upstream chart (pinned in components.core.versions) on the system
 nodes, then the ResourceFlavors, the ClusterQueue, the training
 namespace's LocalQueue and the WorkloadPriorityClasses of
-components.spec.queueing. Kueue's webhooks reject these objects until the
+components.core.kube.queueing. Kueue's webhooks reject these objects until the
 release is ready, and its finalizers hold them until Kueue removes them:
 they are created after the release and, on destroy, deleted before it.
 """
@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.core import versions as v
+from components.core.config import GpuPoolConfig, SystemNodesConfig
+from components.core.kube import queueing
 from components.kubernetes import KubernetesObject, release_in_own_namespace
-from components.spec import queueing
-from components.spec import versions as v
-from components.spec.config import GpuPoolConfig, SystemNodesConfig
 
 
 @dataclass(frozen=True)

@@ -15,11 +15,11 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_random as random
 
+from components.core.config import StorageConfig
+from components.core.storage import bucket as bucketlib
+from components.core.storage import fsx as fsxlib
 from components.hooks import StackHooks
 from components.lookups import BucketRef
-from components.spec import bucket as bucketlib
-from components.spec import fsx as fsxlib
-from components.spec.config import StorageConfig
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ class Storage(pulumi.ComponentResource):
         )
 
         # One association, the whole bucket at /, on both deployment types
-        # (components.spec.fsx.BucketLink): automatic import and export of new,
+        # (components.core.storage.fsx.BucketLink): automatic import and export of new,
         # changed and deleted files, so checkpoints reach S3 as they are written.
         self.link = fsxlib.BucketLink() if cfg.s3_link else None
         associations = []

@@ -1,6 +1,6 @@
 """TrainingJob and FabricTest: a job's MPIJob/TrainJob, and a pool's nccl-tests run.
 
-Thin wiring of the manifests components/spec/launcher.py builds; each
+Thin wiring of the manifests components/core/launcher.py builds; each
 registers one custom resource, queued in Kueue. Pulumi does not wait for a
 custom resource to finish, so `pulumi up` returns once the job is accepted
 (and queued). A changed spec replaces the job (delete, then create): the
@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.core.config import GpuPoolConfig, JobConfig, StorageConfig
+from components.core.hardware import nccl
+from components.core.kube import launcher
 from components.kubernetes import KubernetesObject
-from components.spec import launcher, nccl
-from components.spec.config import GpuPoolConfig, JobConfig, StorageConfig
 
 
 def _job_options(component: pulumi.Resource, provider: k8s.Provider,

@@ -14,7 +14,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bootstrap import mocks, stackfile  # noqa: E402
-from components.spec import config  # noqa: E402
+from components.core import config  # noqa: E402
+from components.core.stack_config import parse as parse_stack  # noqa: E402
 
 
 def stack_raw(stack: str = "dev", overrides: dict[str, Any] | None = None,
@@ -33,7 +34,7 @@ def stack_raw(stack: str = "dev", overrides: dict[str, Any] | None = None,
 
 
 def stack_config(stack: str = "dev", overrides: dict[str, Any] | None = None) -> config.StackConfig:
-    return config.parse(stack_raw(stack, overrides), "gpucluster", stack)
+    return parse_stack(stack_raw(stack, overrides), "gpucluster", stack)
 
 
 @pytest.fixture

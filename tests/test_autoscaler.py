@@ -8,10 +8,10 @@ import pulumi_kubernetes as k8s_sdk
 import pytest
 
 from components.autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
-from components.spec import autoscaling, nodepool
-from components.spec import versions as v
-from components.spec.config import GpuPoolConfig
-from components.spec.nodepool import SYSTEM_NODE_LABEL
+from components.core import versions as v
+from components.core.config import GpuPoolConfig
+from components.core.kube import autoscaling, nodepool
+from components.core.kube.nodepool import SYSTEM_NODE_LABEL
 from tests.conftest import stack_config
 
 P5 = GpuPoolConfig(name="h100", instance_type="p5.48xlarge", max_nodes=16, idle_minutes=5)

@@ -10,7 +10,7 @@ from pathlib import Path
 import moto
 import pytest
 
-from components.spec import catalog
+from components.core.hardware import catalog
 
 DATA = Path(moto.__file__).parent / "ec2" / "resources" / "instance_types.json.gz"
 with gzip.open(DATA) as f:

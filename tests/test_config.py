@@ -5,9 +5,11 @@ from __future__ import annotations
 import copy
 
 import pytest
+from pydantic import ValidationError
 
-from components.spec import config
-from components.spec.config import ConfigError
+from components.core import config
+from components.core.config import ConfigError
+from components.core.stack_config import parse as parse_stack
 from tests.conftest import stack_config, stack_raw
 
 DEV_POOL = {"name": "dev", "instanceType": "g6e.xlarge", "minNodes": 0, "maxNodes": 2}
@@ -18,7 +20,7 @@ JOB = {"name": "train", "pool": "h100", "nodes": 2, "launcher": "mpirun", "image
 
 def problems(overrides: dict, stack: str = "dev", drop: tuple[str, ...] = (), standins: bool = True) -> list[str]:
     with pytest.raises(ConfigError) as info:
-        config.parse(stack_raw(stack, overrides, drop, standins=standins), "gpucluster", stack)
+        parse_stack(stack_raw(stack, overrides, drop, standins=standins), "gpucluster", stack)
     return [str(p) for p in info.value.problems]
 
 
@@ -30,13 +32,13 @@ def test_dev_stack_parses_into_frozen_dataclasses():
     assert cfg.network == config.NetworkConfig(cidr="10.10.0.0/16", nat_gateways="single", az_count=2)
     assert cfg.system_nodes == config.SystemNodesConfig(instance_type="m7i.large", count=2, disk_size_gib=50)
     (pool,) = cfg.gpu_pools
-    assert (pool.name, pool.instance_type, pool.min_nodes, pool.desired_nodes, pool.max_nodes) == \
+    assert (pool.name, pool.instance_type, pool.min_nodes, pool.initial_nodes, pool.max_nodes) == \
         ("dev", "g6e.xlarge", 0, 0, 2)
     assert pool.efa_enabled is False and pool.uses_placement_group is False
     assert cfg.storage.fsx.deployment_type == "SCRATCH_2" and cfg.storage.retain_on_destroy is False
     assert cfg.jobs[0].launcher == "torchrun"
-    with pytest.raises(AttributeError):
-        cfg.cluster_name = "other"  # frozen
+    with pytest.raises(ValidationError, match="frozen"):
+        cfg.cluster_name = "other"
 
 
 def test_prod_stack_parses():
@@ -86,7 +88,7 @@ def test_all_problems_are_reported_at_once():
 
 def test_message_renders_count_and_one_line_per_problem():
     with pytest.raises(ConfigError) as info:
-        config.parse(stack_raw("dev", {"gpucluster:kubernetesVersion": "1.20", "gpucluster:bogus": "x"}))
+        parse_stack(stack_raw("dev", {"gpucluster:kubernetesVersion": "1.20", "gpucluster:bogus": "x"}))
     text = info.value.render()
     assert text.splitlines()[0] == "gpucluster: 2 configuration problems:"
     assert "  - gpucluster:bogus: unknown key; known keys:" in text
@@ -200,7 +202,7 @@ BAD_CASES = [
     ({"gpucluster:prices": {"p5.48xlarge": -1}},
      "gpucluster:prices.p5.48xlarge: got -1; must be a number > 0"),
     ({"gpucluster:prices": {"p7.48xlarge": 10}},
-     "gpucluster:prices.p7.48xlarge: unknown instance type; known: p4d.24xlarge"),
+     "gpucluster:prices.p7.48xlarge: key 'p7.48xlarge' is not a catalog instance type; known: p4d.24xlarge"),
     ({"gpucluster:tags": {"aws:owner": "me"}},
      "gpucluster:tags.aws:owner: key 'aws:owner' is not a valid AWS tag key"),
 ]
@@ -246,7 +248,7 @@ def test_private_only_endpoint_needs_the_deployer_in_the_vpc():
         "gpucluster:deployerInVpc: true when pulumi runs inside the VPC"]
     raw = stack_raw("dev", {**admin, "gpucluster:publicAccessCidrs": [], "gpucluster:deployerInVpc": True},
                     standins=False)
-    cfg = config.parse(raw, "gpucluster", "dev")
+    cfg = parse_stack(raw, "gpucluster", "dev")
     assert cfg.public_access_cidrs == () and cfg.deployer_in_vpc is True
 
 
@@ -308,8 +310,8 @@ def test_versions_are_pinned_per_stack():
     assert set(cfg.versions.addons) == set(config.ADDONS)
     found = problems({"gpucluster:versions": {"amiReleaseVersion": "1.34.2-20251120",
                                               "addons": {"kube-proxy": "v1.34.6-eksbuild.2", "coredns": "latest"}}})
-    assert found[0].startswith("gpucluster:versions.amiReleaseVersion: got '1.34.2-20251120'; must be a release of "
-                               "Kubernetes 1.35 (kubernetesVersion); run `python -m bootstrap upgrade")
+    assert "gpucluster:versions.amiReleaseVersion: got '1.34.2-20251120'; must be a release of Kubernetes 1.35 " \
+           "(kubernetesVersion); run `python -m bootstrap upgrade --stack <stack> --write` to resolve and pin them" in found
     assert "gpucluster:versions.addons.vpc-cni: is required (the pinned vpc-cni add-on version); run `python -m " \
            "bootstrap upgrade --stack <stack> --write` to resolve and pin them" in found
     assert any(f.startswith("gpucluster:versions.addons.kube-proxy: got 'v1.34.6-eksbuild.2'; must be a kube-proxy "
@@ -319,7 +321,7 @@ def test_versions_are_pinned_per_stack():
 
 
 def test_every_kubernetes_version_has_a_cluster_autoscaler_release(monkeypatch):
-    from components.spec import versions
+    from components.core import versions
 
     assert set(versions.CLUSTER_AUTOSCALER_IMAGE_TAGS) == set(config.EKS_VERSIONS)
     monkeypatch.delitem(versions.CLUSTER_AUTOSCALER_IMAGE_TAGS, "1.35")
@@ -427,7 +429,7 @@ def test_a_job_that_fits_parses():
     ("arn:aws:iam::210987654321:user/bob", False),
 ])
 def test_is_admin_matches_a_role_session_to_its_role_without_iam(caller, admin):
-    from components.spec.validation import is_admin
+    from components.core.config.values import is_admin
 
     admins = ["arn:aws:iam::210987654321:role/platform/Deployer", "arn:aws:iam::210987654321:user/alice"]
     assert is_admin(caller, admins) is admin

@@ -7,10 +7,11 @@ import pulumi_kubernetes as k8s
 import pytest
 
 from components import device_plugins
+from components.core import versions as v
+from components.core.config import GpuPoolConfig
+from components.core.hardware import registries as ecr
+from components.core.kube import nodepool
 from components.device_plugins import DevicePlugins, DevicePluginsArgs
-from components.spec import ecr, nodepool
-from components.spec import versions as v
-from components.spec.config import GpuPoolConfig
 from tests.conftest import stack_config
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -99,7 +100,7 @@ def test_nvidia_plugin_lands_on_every_gpu_pool_and_tolerates_its_taints(pool):
 
 
 def test_nvidia_plugin_stays_off_system_nodes():
-    from components.spec.nodepool import SYSTEM_NODE_LABEL
+    from components.core.kube.nodepool import SYSTEM_NODE_LABEL
 
     assert not affinity_matches(device_plugins.nvidia_values(), SYSTEM_NODE_LABEL)
 

@@ -9,7 +9,8 @@ import pytest
 
 from bootstrap import diff, mocks, plan_report, stackfile
 from bootstrap.replacements import forces_replacement
-from components.spec import catalog, config
+from components.core.hardware import catalog
+from components.core.stack_config import parse as parse_stack
 from tests.conftest import stack_raw
 
 NG = "aws:eks/nodeGroup:NodeGroup"
@@ -153,7 +154,7 @@ def test_out_writes_the_report(tmp_path, capsys):
 def real_plan(overrides: dict | None = None) -> dict:
     raw = stack_raw("prod", overrides)
     rec = mocks.run_program(raw, "prod")
-    report_ = plan_report.build_report(config.parse(raw, stackfile.project_name(), "prod"), rec, [])
+    report_ = plan_report.build_report(parse_stack(raw, stackfile.project_name(), "prod"), rec, [])
     return json.loads(json.dumps(report_, sort_keys=True, default=str))
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import moto
 import pytest
 
-from components.spec import catalog
-from components.spec.efa import PRIMARY, NetworkInterfaceSpec, efa_interface_count, interface_layout
+from components.core.hardware import catalog
+from components.core.hardware.efa import PRIMARY, NetworkInterfaceSpec, efa_interface_count, interface_layout
 
 MOTO_TYPES = Path(moto.__file__).parent / "ec2/resources/instance_types.json.gz"
 

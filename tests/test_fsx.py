@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from components.spec import config, fsx
-from components.spec.config import FsxConfig, StorageConfig
-from components.spec.validation import ConfigError
+from components.core.config import FsxConfig, StorageConfig
+from components.core.problems import ConfigError
+from components.core.stack_config import parse as parse_stack
+from components.core.storage import fsx
 from tests.conftest import stack_config, stack_raw
 
 SCRATCH = FsxConfig()  # SCRATCH_2, 1,200 GiB
@@ -134,5 +135,5 @@ PREFIX = "must be an S3 key prefix such as datasets/ (no leading /, ending in /)
 def test_bad_storage_config_is_reported_with_its_key_value_and_what_is_allowed(storage, message):
     raw = stack_raw("dev", {"gpucluster:storage": storage})
     with pytest.raises(ConfigError) as info:
-        config.parse(raw, "gpucluster", "dev")
+        parse_stack(raw, "gpucluster", "dev")
     assert [str(p) for p in info.value.problems] == [message]

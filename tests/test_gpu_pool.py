@@ -13,11 +13,14 @@ import pytest
 import yaml
 
 from bootstrap import mocks
+from components.core import config, versions
+from components.core.config import GpuPoolConfig
+from components.core.hardware import catalog
+from components.core.kube import nodepool
+from components.core.problems import ConfigError
+from components.core.stack_config import parse as parse_stack
 from components.gpu_pool import AUTOSCALED_PROPERTY, GpuNodePool, GpuNodePoolArgs
 from components.lookups import Reservation, reservation_problems
-from components.spec import catalog, config, nodepool, versions
-from components.spec.config import GpuPoolConfig
-from components.spec.validation import ConfigError
 from tests.conftest import stack_config, stack_raw
 
 GPU_ZONE = "us-east-1a"
@@ -188,7 +191,7 @@ def test_bad_pool_config_is_rejected_with_its_key_path(pool_raw, message):
     raw = stack_raw("dev", {"gpucluster:gpuPools": [{"name": "bad", "maxNodes": 2, **pool_raw}],
                             "gpucluster:jobs": []})
     with pytest.raises(ConfigError) as info:
-        config.parse(raw)
+        parse_stack(raw)
     assert [str(p) for p in info.value.problems] == [message]
     assert message in str(info.value)
 

@@ -8,8 +8,8 @@ import functools
 import jsonschema
 import pytest
 
-from components.spec import launcher, queueing, trainer, workers
-from components.spec.nodepool import SYSTEM_NODE_LABEL
+from components.core.kube import launcher, queueing, trainer, workers
+from components.core.kube.nodepool import SYSTEM_NODE_LABEL
 from tests import k8s
 from tests.conftest import stack_config
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from components.spec import catalog, nccl
+from components.core.hardware import catalog, nccl
 
 EFA_TYPES = [name for name in catalog.GPU_TYPES if catalog.get(name).efa_supported]
 NON_EFA_GPU_TYPES = [name for name in catalog.GPU_TYPES if not catalog.get(name).efa_supported]
@@ -144,7 +144,7 @@ def test_format_bytes(size, text):
 
 
 def test_efa_turned_off_on_an_efa_type_gets_the_socket_preset():
-    from components.spec import nccl as presets
+    from components.core.hardware import nccl as presets
 
     env = presets.preset_env("p4de.24xlarge", efa=False)
     assert "FI_PROVIDER" not in env and "FI_EFA_USE_DEVICE_RDMA" not in env

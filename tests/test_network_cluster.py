@@ -7,9 +7,9 @@ import json
 import pytest
 
 from components import cluster as cluster_mod
+from components.core.hardware.zones import EKS_UNSUPPORTED_ZONE_IDS, Zone, choose_zones
+from components.core.problems import ConfigError
 from components.network import subnet_layout
-from components.spec.validation import ConfigError
-from components.spec.zones import EKS_UNSUPPORTED_ZONE_IDS, Zone, choose_zones
 
 
 @pytest.fixture(scope="module")

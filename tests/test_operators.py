@@ -6,9 +6,9 @@ import pulumi_kubernetes as k8s_sdk
 import pytest
 
 from components import operators
-from components.spec import mpi_operator, trainer
-from components.spec import versions as v
-from components.spec.nodepool import SYSTEM_NODE_LABEL
+from components.core import versions as v
+from components.core.kube import mpi_operator, trainer
+from components.core.kube.nodepool import SYSTEM_NODE_LABEL
 from tests import k8s
 from tests.conftest import stack_config
 

@@ -13,8 +13,9 @@ from botocore.stub import Stubber
 from moto import mock_aws
 
 from bootstrap import stackfile, upgrade, whoami
-from components.spec import config
-from components.spec.validation import check_principal_arn
+from components.core import config
+from components.core.config.values import check_principal_arn
+from components.core.stack_config import parse as parse_stack
 from tests.conftest import ROOT
 
 PINS = stackfile.stack_versions(ROOT / "Pulumi.dev.yaml")
@@ -80,7 +81,7 @@ def test_rewrite_replaces_only_the_pins_and_keeps_the_rest_of_the_file():
                  and "amiReleaseVersion" not in line and "addons:" not in line]
     assert all(line in new.splitlines() for line in old_lines)  # comments and every other line kept
     # The pins the file gets parse as the config expects.
-    cfg = config.parse(stackfile.with_plan_standins(
+    cfg = parse_stack(stackfile.with_plan_standins(
         {**stackfile.read_stack_config("prod"), "gpucluster:versions": stackfile._as_engine_string(pins)})[0])
     assert cfg.versions.ami_release_version == "1.35.8-20260930"
 

@@ -181,7 +181,7 @@ def reservation_context(pool_type: str = "p5.48xlarge", capacity: str = "CAPACIT
 
 
 def mocks_plan():
-    from components.spec.zones import ZonePlan
+    from components.core.hardware.zones import ZonePlan
 
     return ZonePlan(gpu_zone="us-east-1a", zones=("us-east-1a", "us-east-1b"),
                     cluster_zones=("us-east-1a", "us-east-1b"), zone_ids={"us-east-1a": "use1-az6",

@@ -6,7 +6,7 @@ import pytest
 
 from bootstrap import mocks
 from bootstrap.plan import kubernetes_objects
-from components.spec import catalog
+from components.core.hardware import catalog
 from tests.conftest import stack_config, stack_raw
 from tests.k8s import validate_core, validate_custom
 
@@ -55,8 +55,8 @@ def test_every_kubernetes_object_is_valid(stack):
 
 
 def test_one_definition_per_crd_and_one_for_every_kind_emitted(stack):
+    from components.core.kube.queueing import CHART_CRDS as KUEUE_CHART_CRDS
     from components.operators import TRAINER_CHART_CRDS
-    from components.spec.queueing import CHART_CRDS as KUEUE_CHART_CRDS
 
     _, _, rec, _ = stack
     ours = [o["metadata"]["name"] for o in kubernetes_objects(rec) if o["kind"] == "CustomResourceDefinition"]
@@ -192,16 +192,16 @@ def test_the_deprecation_check_catches_bucket_v2():
 
 
 def test_upstream_images_are_pinned_in_one_place():
-    # The fabric test's and the runtimes' image live in components/spec/versions.py only; stacks may name it
+    # The fabric test's and the runtimes' image live in components/core/versions.py only; stacks may name it
     # for their own jobs.
     from pathlib import Path
 
-    from components.spec import versions
+    from components.core import versions
 
     root = Path(__file__).resolve().parent.parent
     sources = [p for p in root.rglob("*.py") if "venv" not in p.parts and p.parent.name != "tests"]
     naming = [p.relative_to(root).as_posix() for p in sources if versions.DLC_PYTORCH_IMAGE in p.read_text()]
-    assert naming == ["components/spec/versions.py"]
+    assert naming == ["components/core/versions.py"]
     assert ":latest" not in versions.DLC_PYTORCH_IMAGE and versions.DLC_PYTORCH_IMAGE.endswith(":2.13.0-cu133-amzn2023")
 
 

@@ -6,11 +6,12 @@ import pulumi_kubernetes as k8s_sdk
 import pytest
 import yaml
 
+from components.core import versions as v
+from components.core.config import GpuPoolConfig, SystemNodesConfig
+from components.core.kube import queueing
+from components.core.kube.nodepool import SYSTEM_NODE_LABEL
+from components.core.planning import schedule
 from components.queue import Queue, QueueArgs
-from components.spec import queueing, schedule
-from components.spec import versions as v
-from components.spec.config import GpuPoolConfig, SystemNodesConfig
-from components.spec.nodepool import SYSTEM_NODE_LABEL
 from tests import k8s
 from tests.conftest import stack_config
 
@@ -59,7 +60,7 @@ def test_pools_without_efa_cover_no_efa_resources():
 
 
 def test_every_resource_a_worker_requests_is_covered():
-    from components.spec import workers
+    from components.core.kube import workers
 
     for pool in (P5, P4D, DEV):
         requested = set(workers.worker_resources(pool, pool.instance.gpu_count)["requests"])
@@ -111,7 +112,7 @@ def test_manager_config_keeps_the_charts_integrations_and_adds_waiting_for_pods(
     assert wait["requeuingStrategy"] == {"timestamp": "Eviction", "backoffLimitCount": 5,
                                          "backoffBaseSeconds": 60, "backoffMaxSeconds": 3600}
     # The pods' wait outlasts a scale-up from zero.
-    from components.spec import autoscaling
+    from components.core.kube import autoscaling
 
     assert int(wait["timeout"].rstrip("m")) > autoscaling.MAX_NODE_PROVISION_MINUTES
     assert config["leaderElection"] == {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"}

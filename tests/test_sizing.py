@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from bootstrap import size as size_cli
-from components.spec import sizing
-from components.spec.sizing import SizingError, SizingInput, size
+from components.core.planning import sizing
+from components.core.planning.sizing import SizingError, SizingInput, size
 
 REPO = Path(__file__).resolve().parents[1]
 P5 = "p5.48xlarge"

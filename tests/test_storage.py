@@ -11,10 +11,10 @@ import pytest
 
 from bootstrap import mocks
 from components.cluster import Cluster, ClusterArgs
+from components.core.hardware.zones import ZonePlan
+from components.core.storage import bucket as bucketlib
 from components.fsx_volume import FsxVolume, FsxVolumeArgs
 from components.network import Network, NetworkArgs
-from components.spec import bucket as bucketlib
-from components.spec.zones import ZonePlan
 from components.storage import Storage, StorageArgs
 from tests.conftest import stack_config, stack_raw
 from tests.k8s import validate_core

@@ -6,13 +6,13 @@ Pulumi deletes a resource only after everything that depends on it, so
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 from bootstrap import mocks
+from components.core import config
+from components.core.kube import trainer
+from components.core.planning import cost
 from components.hooks import BUCKET_HOOK, ENI_HOOK, EXPORT_HOOK, FSX_TASKS_HOOK
-from components.spec import config, cost, trainer
 from tests.conftest import stack_config, stack_raw
 from tests.k8s import validate_custom
 
@@ -224,7 +224,7 @@ def test_running_stacks_admit_and_keep_their_floor(prod):
     assert one(prod, CLUSTER_QUEUE).inputs["spec"]["stopPolicy"] == "None"
     cfg = stack_config("prod", {"gpucluster:gpuPools": [
         {"name": "h100", "instanceType": "p5.48xlarge", "minNodes": 2, "maxNodes": 16}], "gpucluster:jobs": []})
-    from components.spec import nodepool
+    from components.core.kube import nodepool
 
     assert nodepool.scaling_config(cfg.gpu_pools[0]) == {"min_size": 2, "desired_size": 2, "max_size": 16}
     assert nodepool.scaling_config(cfg.gpu_pools[0], paused=True) == {"min_size": 0, "desired_size": 0,
@@ -280,7 +280,7 @@ def test_workers_get_their_jobs_grace_period_and_torchrun_waits_for_it():
     assert pod(slow)["terminationGracePeriodSeconds"] == 600
     env = {e["name"]: e["value"] for e in pod(slow)["containers"][0]["env"]}
     assert env["TORCH_ELASTIC_SHUTDOWN_TIMEOUT"] == "595"
-    from components.spec import launcher
+    from components.core.kube import launcher
 
     jobs = {j.name: j for j in cfg.jobs}
     assert launcher.job_manifest(jobs["slow"], pool, launcher.JobContext("training", "fsx"))["spec"]["runtimeRef"][
@@ -288,7 +288,7 @@ def test_workers_get_their_jobs_grace_period_and_torchrun_waits_for_it():
     mpi = launcher.job_manifest(jobs["mpi"], pool, launcher.JobContext("training", "fsx"))["spec"]["mpiReplicaSpecs"]
     assert {role: spec["template"]["spec"]["terminationGracePeriodSeconds"] for role, spec in mpi.items()} == {
         "Launcher": 300, "Worker": 300}
-    plain = launcher.job_manifest(replace(jobs["mpi"], termination_grace_period_seconds=None), pool,
+    plain = launcher.job_manifest(jobs["mpi"].model_copy(update={"termination_grace_period_seconds": None}), pool,
                                   launcher.JobContext("training", "fsx"))["spec"]["mpiReplicaSpecs"]
     assert all("terminationGracePeriodSeconds" not in spec["template"]["spec"] for spec in plain.values())
 
@@ -318,7 +318,7 @@ def test_the_plan_shows_the_pause_and_its_cost_per_hour(tmp_path, capsys):
     assert report["cost"]["pausedPerHour"] == cost.paused_per_hour(cfg, zone_count=3)
     # Paused, the 2-node floor is gone: the minimum is what a pause costs.
     assert report["cost"]["minPerHour"] == report["cost"]["pausedPerHour"]
-    running = cost.estimate(replace(cfg, paused=False), zone_count=3).min_per_hour
+    running = cost.estimate(cfg.model_copy(update={"paused": False}), zone_count=3).min_per_hour
     assert round(running - report["cost"]["pausedPerHour"], 2) == round(2 * cfg.price("p5.48xlarge"), 2)
     assert plan.main(["--stack", "prod", "--stack-file", str(tmp_path / "Pulumi.paused.yaml")]) == 0
     text_out = capsys.readouterr().out

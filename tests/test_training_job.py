@@ -7,7 +7,7 @@ import pulumi_kubernetes as k8s_sdk
 import pytest
 
 from components import operators
-from components.spec import launcher
+from components.core.kube import launcher
 from components.training_job import FabricTest, FabricTestArgs, TrainingJob, TrainingJobArgs
 from tests import k8s
 from tests.conftest import stack_config

@@ -28,9 +28,9 @@ from typing import Any
 
 import pulumi
 
+from components.core.config import StackConfig
 from components.hooks import bucket_guard, fsx_export, leaked_enis
 from components.hooks.session import aws_session
-from components.spec.config import StackConfig
 
 EXPORT_HOOK = "gpucluster-export-fsx-to-s3"
 FSX_TASKS_HOOK = "gpucluster-wait-for-fsx-tasks"

@@ -19,10 +19,10 @@ recomputation. Instead a fixed share of GPU memory is kept free for them.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import asdict, dataclass, field
 
-from components.spec import catalog
+from components.core.config.values import parse_quantity
+from components.core.hardware import catalog
 
 # Bytes per parameter of mixed-precision Adam (ZeRO paper, section 3.1).
 WEIGHT_BYTES = 2  # bf16 weights
@@ -48,8 +48,6 @@ GIB = 2**30  # GPU memory in the catalog is GiB
 
 ZERO_STAGES = (0, 1, 2, 3)
 
-_SUFFIXES = {"": 1.0, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
-_QUANTITY = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([KMBGT]?)\s*$", re.IGNORECASE)
 
 
 class SizingError(ValueError):
@@ -111,17 +109,6 @@ class SizingResult:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-
-def parse_quantity(text: str | float) -> float:
-    """7e9, "70B", "1.5T", "13b", "500M" -> float. ValueError when it is none of these."""
-    if isinstance(text, (int, float)):
-        return float(text)
-    match = _QUANTITY.match(text)
-    if not match:
-        raise ValueError(f"not a quantity: {text!r}")
-    number, suffix = match.groups()
-    return float(number) * _SUFFIXES[suffix.upper()]
 
 
 def model_state_bytes_per_gpu(params: float, zero_stage: int, tp: int, pp: int, data_parallel: int) -> float:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from components.spec.validation import ConfigError, Problem
+from components.core.problems import ConfigError, Problem
 
 GPU_AZ_KEY = "gpucluster:gpuAvailabilityZone"
 AZ_COUNT_KEY = "gpucluster:network.azCount"

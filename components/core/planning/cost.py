@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from components.spec import catalog
-from components.spec.config import GpuPoolConfig, StackConfig, support_type
+from components.core.config import GpuPoolConfig, StackConfig, support_type
+from components.core.hardware import catalog
 
 # https://aws.amazon.com/eks/pricing/ (2026-12): per cluster-hour.
 EKS_STANDARD_PER_HOUR = 0.10

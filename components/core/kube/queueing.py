@@ -15,10 +15,11 @@ from typing import Any
 
 import yaml
 
-from components.spec import namespaces, nodepool, workers
-from components.spec import versions as v
-from components.spec.config import GpuPoolConfig, SystemNodesConfig
-from components.spec.nodepool import SYSTEM_NODE_LABEL
+from components.core import namespaces
+from components.core import versions as v
+from components.core.config import GpuPoolConfig, SystemNodesConfig
+from components.core.kube import nodepool, workers
+from components.core.kube.nodepool import SYSTEM_NODE_LABEL
 
 API_VERSION = "kueue.x-k8s.io/v1beta2"
 NAMESPACE = namespaces.KUEUE
@@ -150,7 +151,7 @@ def pool_quota(pool: GpuPoolConfig, resources: Sequence[str]) -> dict[str, str]:
 
 def system_quota(system: SystemNodesConfig, resources: Sequence[str]) -> dict[str, str]:
     """Room on the system nodes for MPIJob launchers (cpu and memory only)."""
-    from components.spec import catalog
+    from components.core.hardware import catalog
 
     node = catalog.get(system.instance_type)
     cores = int(system.count * node.vcpus * SYSTEM_SHARE_FOR_LAUNCHERS * 1000)

@@ -15,11 +15,11 @@ from typing import Any
 
 import yaml
 
-from components.spec import namespaces
-from components.spec import versions as v
-from components.spec.nodepool import SYSTEM_NODE_LABEL
+from components.core import namespaces
+from components.core import versions as v
+from components.core.kube.nodepool import SYSTEM_NODE_LABEL
 
-MANIFESTS = Path(__file__).resolve().parent.parent / "manifests"
+MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
 
 MPI_OPERATOR_NAMESPACE = namespaces.MPI_OPERATOR
 MPIJOBS_CRD = "mpijobs.kubeflow.org"

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from components.spec.catalog import InstanceType
+from components.core.hardware.catalog import InstanceType
 
 InterfaceType = Literal["interface", "efa", "efa-only"]
 

@@ -3,7 +3,7 @@
 A job ends at the earliest of its own end, `runPolicy.activeDeadlineSeconds`
 and the deadline `maxCostUsd` buys (nodes x the pool's hourly price); its
 pods are then cleaned up and its pool's idle nodes are removed after
-`idleMinutes` (components.spec.autoscaling.removal_minutes).
+`idleMinutes` (components.core.kube.autoscaling.removal_minutes).
 """
 
 from __future__ import annotations
@@ -11,15 +11,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from components.spec import autoscaling
-from components.spec.config import GpuPoolConfig, JobConfig, StackConfig
+from components.core.config import GpuPoolConfig, JobConfig, StackConfig
+from components.core.kube import autoscaling
 
 # A cost bound that buys less than this is a mistake, not a bound.
 MIN_DEADLINE_SECONDS = 600
 
 
 def job_price_per_hour(job: JobConfig, pool: GpuPoolConfig, prices: dict[str, float] | None = None) -> float:
-    from components.spec import catalog
+    from components.core.hardware import catalog
 
     return job.nodes * catalog.price(pool.instance_type, prices)
 

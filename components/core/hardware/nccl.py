@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from components.spec import catalog
+from components.core.hardware import catalog
 
 # libfabric settings of the nccl-tests MPIJob for EFA (awslabs/awsome-distributed-ai,
 # the continuation of aws-samples/awsome-distributed-training, main after #1077

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from components.spec.config import FSX_GIB_PER_TIB, FSX_PERSISTENT_2_THROUGHPUT, FsxConfig, StorageConfig
+from components.core.config import FSX_GIB_PER_TIB, FSX_PERSISTENT_2_THROUGHPUT, FsxConfig, StorageConfig
 
 # FSx Lustre User Guide, "Linking your file system to an Amazon S3 bucket":
 # a data repository association can import and export every kind of change.

@@ -1,10 +1,10 @@
 """Pure builders of the job manifests: MPIJob (mpirun), TrainJob (torchrun), the nccl-tests fabric check.
 
 Plain dicts in, plain dicts out, no Pulumi: components/training_job.py
-registers them. Workers are the whole-node pods of components.spec.workers;
-every job is queued in Kueue (components.spec.queueing) with its run
+registers them. Workers are the whole-node pods of components.core.kube.workers;
+every job is queued in Kueue (components.core.kube.queueing) with its run
 deadline, and `launcher: torchrun` jobs are Kubeflow Trainer v2 TrainJobs
-(components.spec.trainer).
+(components.core.kube.trainer).
 
 Images: the launchers need what the image provides, not what the
 cluster does. An MPIJob v2 image needs an OpenSSH server, root (the
@@ -19,15 +19,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from components.spec import nccl, queueing, teardown, trainer, workers
-from components.spec import versions as v
-from components.spec.config import (
+from components.core import versions as v
+from components.core.config import (
     GpuPoolConfig,
     JobConfig,
     RunPolicyConfig,
     StorageConfig,
 )
-from components.spec.nodepool import SYSTEM_NODE_LABEL
+from components.core.hardware import nccl
+from components.core.kube import queueing, trainer, workers
+from components.core.kube.nodepool import SYSTEM_NODE_LABEL
+from components.core.planning import teardown
 
 MPIJOB_API_VERSION = "kubeflow.org/v2beta1"
 KINDS = {"mpirun": (MPIJOB_API_VERSION, "MPIJob"), "torchrun": (trainer.TRAINJOB_API_VERSION, "TrainJob")}
@@ -40,7 +42,7 @@ LAUNCHER_RESOURCES = {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": 
 MPIRUN = "/opt/amazon/openmpi/bin/mpirun"
 
 # The fabric test runs nccl-tests from the pinned PyTorch Deep Learning
-# Container (components.spec.versions): the NCCL, EFA and aws-ofi-nccl that
+# Container (components.core.versions): the NCCL, EFA and aws-ofi-nccl that
 # training with that image uses.
 FABRIC_TEST_IMAGE = v.DLC_PYTORCH_IMAGE
 # nccl-tests over every size from 8 B to 16 GiB, doubling, one GPU per rank,

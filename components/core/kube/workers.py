@@ -23,9 +23,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.spec import nccl, nodepool
-from components.spec.config import GpuPoolConfig, JobConfig, StorageConfig
-from components.spec.fsx import directory
+from components.core.config import GpuPoolConfig, JobConfig, StorageConfig
+from components.core.hardware import nccl
+from components.core.kube import nodepool
+from components.core.storage.fsx import directory
 
 NODE_SHARE = 0.8
 SHM_SHARE = 0.25
@@ -44,7 +45,7 @@ def job_env(job: JobConfig, pool: GpuPoolConfig, storage: StorageConfig | None =
     env = nccl.preset_env(pool.instance_type, pool.efa_enabled, torch=job.launcher == "torchrun")
     if storage is not None:
         # The bucket is linked at the file system's root, so its prefixes are
-        # directories under the mount (components.spec.fsx.BucketLink).
+        # directories under the mount (components.core.storage.fsx.BucketLink).
         env["GPUCLUSTER_DATASET_DIR"] = job.mount_path.rstrip("/") + directory(storage.dataset_prefix)
         env["GPUCLUSTER_CHECKPOINT_DIR"] = job.mount_path.rstrip("/") + directory(storage.checkpoint_prefix)
     return nccl.merge_env(env, job.env)

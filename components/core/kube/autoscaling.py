@@ -13,9 +13,10 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from components.spec import namespaces, nodepool
-from components.spec import versions as v
-from components.spec.config import GpuPoolConfig
+from components.core import namespaces
+from components.core import versions as v
+from components.core.config import GpuPoolConfig
+from components.core.kube import nodepool
 
 NAMESPACE = namespaces.KUBE_SYSTEM
 RELEASE_NAME = "cluster-autoscaler"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from components.spec import sizing
-from components.spec.config import GpuPoolConfig, JobConfig
+from components.core.config import GpuPoolConfig, JobConfig
+from components.core.planning import sizing
 
 
 def size_job(job: JobConfig, pool: GpuPoolConfig, prices: dict[str, float] | None = None) -> sizing.SizingResult:

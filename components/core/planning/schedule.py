@@ -70,7 +70,8 @@ FABRIC_TEST_HOURS = 0.25
 
 def stack_workloads(cfg) -> list[Workload]:
     """The stack's jobs and fabric tests as Kueue will see them."""
-    from components.spec import jobsizing, launcher, queueing, teardown
+    from components.core.kube import launcher, queueing
+    from components.core.planning import jobsizing, teardown
 
     training = queueing.PRIORITY_CLASSES[queueing.TRAINING_PRIORITY][0]
     fabric = queueing.PRIORITY_CLASSES[queueing.FABRIC_TEST_PRIORITY][0]

@@ -14,8 +14,8 @@ from typing import Any
 
 import yaml
 
-from components.spec import efa
-from components.spec.config import GpuPoolConfig
+from components.core.config import GpuPoolConfig
+from components.core.hardware import efa
 
 POOL_LABEL = "gpucluster.io/pool"
 # System nodes (add-ons, operators, launchers, the autoscaler) carry this label.
@@ -87,7 +87,7 @@ def scaling_config(pool: GpuPoolConfig, paused: bool = False) -> dict[str, int]:
     """
     if paused:
         return {"min_size": 0, "desired_size": 0, "max_size": pool.max_nodes}
-    return {"min_size": pool.min_nodes, "desired_size": pool.desired_nodes, "max_size": pool.max_nodes}
+    return {"min_size": pool.min_nodes, "desired_size": pool.initial_nodes, "max_size": pool.max_nodes}
 
 
 def efa_interfaces(pool: GpuPoolConfig) -> int:

@@ -27,10 +27,12 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from components.spec import namespaces, nccl, queueing, workers
-from components.spec import versions as v
-from components.spec.config import GpuPoolConfig, JobConfig
-from components.spec.nodepool import SYSTEM_NODE_LABEL
+from components.core import namespaces
+from components.core import versions as v
+from components.core.config import GpuPoolConfig, JobConfig
+from components.core.hardware import nccl
+from components.core.kube import queueing, workers
+from components.core.kube.nodepool import SYSTEM_NODE_LABEL
 
 API_GROUP = "trainer.kubeflow.org"
 TRAINJOB_API_VERSION = f"{API_GROUP}/v1alpha1"

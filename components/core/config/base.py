@@ -1,0 +1,500 @@
+"""The schema's building blocks: a strict frozen model with cross-field rules, values that say what they allow.
+
+Every section of the stack config is a `Model`: camelCase keys in the stack
+file, snake_case attributes in the program, unknown keys refused, frozen
+once parsed. A field's type says what it accepts and, through `Allowed`,
+how to say so; from the same description come the validation messages
+(`what()`), the JSON Schema (pydantic's, with `WithJsonSchema` where a
+check is a function) and the README's type column (`doc_type()`).
+
+Rules are the checks that span fields. A `@rule("a", "b")` method yields
+(key path, message) pairs and runs whenever fields a and b are valid, even
+when other fields of the same section are not, so one run reports every
+problem it can: relationships are judged on the values that parsed.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import types
+import typing
+from collections.abc import Callable, Iterator
+from typing import Annotated, Any, Literal, get_args, get_origin
+
+import annotated_types
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    Strict,
+    TypeAdapter,
+    ValidationError,
+    WithJsonSchema,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+from pydantic.fields import FieldInfo
+from pydantic_core import InitErrorDetails, PydanticCustomError
+
+from components.core.problems import show
+
+# Our own error type: its message is complete ("got 'x'; must be ...").
+ERROR = "gpucluster"
+RuleResult = Iterator[tuple[str, str]]
+
+
+def problem(message: str) -> PydanticCustomError:
+    """A validation error whose text is `message`, as is."""
+    return PydanticCustomError(ERROR, "{message}", {"message": message})
+
+
+class Allowed:
+    """How to say what a value may be: `text` in messages ("must be <text>"), `short` in the README."""
+
+    def __init__(self, text: str, short: str | None = None):
+        self.text = text
+        self.short = short or text
+
+    def __repr__(self) -> str:
+        return f"Allowed({self.text!r})"
+
+
+class Missing:
+    """A field's message when it is absent (or empty where it must not be), instead of "is required (...)"."""
+
+    def __init__(self, message: str):
+        self.message = message
+
+
+class DefaultText:
+    """How the README states a default the program computes (`gpucluster-<stack>`)."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+
+# -- values -------------------------------------------------------------------------
+
+
+def _engine_int(value: Any) -> Any:
+    # The Pulumi engine passes top-level values as strings, and `pulumi config
+    # set --path` stores what it is given as a string: "4" is 4.
+    if isinstance(value, str) and re.fullmatch(r"-?\d+", value.strip()):
+        return int(value)
+    return value
+
+
+def _engine_number(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _engine_bool(value: Any) -> Any:
+    # Only what the engine writes for a boolean; YAML 1.2 keeps `yes` and `no` strings.
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    return value
+
+
+def Int(ge: int | None = None, le: int | None = None) -> Any:  # noqa: N802 (a type)
+    """An integer (or the engine's string of one) within [ge, le]."""
+    return Annotated[int, BeforeValidator(_engine_int), Strict(), Field(ge=ge, le=le)]
+
+
+def Number(ge: float | None = None, gt: float | None = None, le: float | None = None) -> Any:  # noqa: N802
+    """A number (or the engine's string of one) within the bounds."""
+    return Annotated[float, BeforeValidator(_engine_number), Strict(), Field(ge=ge, gt=gt, le=le)]
+
+
+Bool = Annotated[bool, BeforeValidator(_engine_bool), Strict()]
+
+
+def Text(pattern: str | None = None, allowed: str = "a string", *, short: str | None = None,  # noqa: N802
+         max_length: int | None = None, check: Callable[[str], str | None] | None = None) -> Any:
+    """A string matching `pattern` whole (and `check`, which returns why not), described as `allowed`."""
+    def validate(value: str) -> str:
+        if pattern is not None and not re.fullmatch(pattern, value):
+            raise problem(f"got {show(value)}; must be {allowed}")
+        if max_length is not None and len(value) > max_length:
+            raise problem(f"got {show(value)}; must be at most {max_length} characters")
+        if check is not None and (reason := check(value)) is not None:
+            raise problem(f"got {show(value)}; {reason}")
+        return value
+
+    schema: dict[str, Any] = {"type": "string"}
+    if pattern is not None:
+        schema["pattern"] = f"^(?:{pattern})$"
+    if max_length is not None:
+        schema["maxLength"] = max_length
+    return Annotated[str, AfterValidator(validate), Allowed(allowed, short), WithJsonSchema(schema)]
+
+
+def Checked(tp: Any, check: Callable[[Any], str | None], allowed: str | None = None,  # noqa: N802
+            short: str | None = None) -> Any:
+    """`tp`, and `check(value)` (why not, or None) on top; `allowed` says what passes."""
+    def validate(value: Any) -> Any:
+        if (reason := check(value)) is not None:
+            raise problem(f"got {show(value)}; {reason}")
+        return value
+
+    extra = (Allowed(allowed, short),) if allowed else ()
+    return Annotated[tp, AfterValidator(validate), *extra]
+
+
+def given(data: dict[str, Any], model: type[BaseModel], name: str, default: Any = None) -> Any:
+    """What the input gives for field `name` (by its key or its name), in a before-validator."""
+    field = model.model_fields[name]
+    return data.get(field.alias, data.get(name, default))
+
+
+def Choice(*choices: str) -> Any:  # noqa: N802
+    """One of `choices`."""
+    return Literal[choices]  # type: ignore[valid-type]
+
+
+# -- the model -----------------------------------------------------------------------
+
+# Units keep their spelling in keys: storageCapacityGiB, throughputPerTiB, readTargetMBpsPerGpu.
+_UNITS = (("Gib", "GiB"), ("Tib", "TiB"), ("Mbps", "MBps"))
+
+
+def key_name(attribute: str) -> str:
+    """A stack file key from an attribute name: camelCase, units as written."""
+    key = to_camel(attribute)
+    for plain, unit in _UNITS:
+        key = re.sub(rf"{plain}(?=[A-Z]|$)", unit, key)
+    return key
+
+
+
+def rule(*fields: str) -> Callable[[Callable[..., RuleResult]], Callable[..., RuleResult]]:
+    """Mark a method as a cross-field rule over `fields` (attribute names); it yields (key path, message)."""
+    def mark(fn: Callable[..., RuleResult]) -> Callable[..., RuleResult]:
+        fn.__rule_fields__ = fields  # type: ignore[attr-defined]
+        return fn
+    return mark
+
+
+class Model(BaseModel):
+    """A section of the stack config: frozen, camelCase keys, unknown keys refused, rules run.
+
+    Numbers and booleans are strict (`Int`, `Number`, `Bool`: no 4.0 for 4, no "yes" for true); lists may come as
+    lists where a field keeps a tuple.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, alias_generator=key_name,
+                              validate_by_name=True, validate_by_alias=True, regex_engine="python-re",
+                              hide_input_in_errors=False)
+
+    @classmethod
+    def rules(cls) -> list[Callable[..., RuleResult]]:
+        found = []
+        for klass in reversed(cls.__mro__):
+            found += [fn for fn in vars(klass).values() if hasattr(fn, "__rule_fields__")]
+        return found
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _run_rules(cls, data: Any, handler: Callable[[Any], Model]) -> Model:
+        try:
+            model = handler(data)
+        except ValidationError as err:
+            if not isinstance(data, dict) or not cls.rules():
+                raise
+            partial, valid = partial_model(cls, data, error_locs(err))
+            extra = rule_errors(partial, valid, data)
+            if not extra:
+                raise
+            raise ValidationError.from_exception_data(cls.__name__, _details(err) + extra) from None
+        extra = rule_errors(model, set(cls.model_fields), data)
+        if extra:
+            raise ValidationError.from_exception_data(cls.__name__, extra)
+        return model
+
+
+def rule_errors(model: Model, valid: set[str], given: dict[str, Any]) -> list[InitErrorDetails]:
+    """What the model's rules say, for the rules whose fields are all valid."""
+    out = []
+    for fn in type(model).rules():
+        if not all(_is_valid(name, valid) for name in fn.__rule_fields__):
+            continue
+        for path, message in fn(model, given) if _takes_given(fn) else fn(model):
+            loc = tuple(int(p) if p.isdigit() else p for p in re.split(r"[.\[\]]+", path) if p)
+            out.append(InitErrorDetails(type=problem(message), loc=loc, input=None))
+    return out
+
+
+def _is_valid(name: str, valid: set[str]) -> bool:
+    """A rule's field ("versions" or "versions.addons") is valid when it, or a section holding it, is."""
+    parts = name.split(".")
+    return any(".".join(parts[:i]) in valid for i in range(1, len(parts) + 1))
+
+
+@functools.cache
+def _takes_given(fn: Callable[..., RuleResult]) -> bool:
+    return fn.__code__.co_argcount > 1
+
+
+def _details(err: ValidationError) -> list[InitErrorDetails]:
+    """A ValidationError's errors, to raise again with more."""
+    out = []
+    for e in err.errors(include_url=False):
+        if e["type"] == ERROR:
+            kind: Any = problem(e["ctx"]["message"])
+        else:
+            kind = e["type"]
+        detail = InitErrorDetails(type=kind, loc=e["loc"], input=e["input"])
+        if "ctx" in e and kind == e["type"]:
+            detail["ctx"] = e["ctx"]
+        out.append(detail)
+    return out
+
+
+def partial_model(cls: type[Model], data: dict[str, Any],
+                  error_locs: list[tuple[Any, ...]]) -> tuple[Model, set[str]]:
+    """The model built from what validated, and the names of what did ("storage", or "storage.s3Link" where
+    only part of a section did). A list of sections counts as valid, with None in place of each entry that did
+    not; a field the input leaves out takes its default, and a required one left out is not valid.
+
+    `error_locs`: the locations of the errors `data` has (pydantic's, relative to this model).
+    """
+    values: dict[str, Any] = {}
+    valid: set[str] = set()
+    for name, field in cls.model_fields.items():
+        key = field.alias if field.alias in data else name if name in data else None
+        if key is None:
+            if not field.is_required():
+                valid.add(name)
+            continue
+        inner = [loc[1:] for loc in error_locs if loc[:1] == (key,)]
+        value = data[key]
+        if not inner:
+            values[name] = _adapter(cls, name).validate_python(value)
+            valid.add(name)
+        elif (item := _section_item(field.annotation)) is not None and isinstance(value, list):
+            # Entries keep their places (None for one with problems), so rules name the right index.
+            entries: list[Any] = []
+            for entry in value:
+                try:
+                    entries.append(item.model_validate(entry))
+                except ValidationError:
+                    entries.append(None)
+            values[name] = tuple(entries)
+            valid.add(name)
+        elif _is_mapping(field.annotation) and isinstance(value, dict):
+            # A mapping keeps the entries that validated.
+            adapter = _adapter(cls, name)
+            kept = {}
+            for k, v in value.items():
+                try:
+                    kept.update(adapter.validate_python({k: v}))
+                except ValidationError:
+                    continue
+            values[name] = kept
+            valid.add(name)
+        elif (section := _section(field.annotation)) is not None and isinstance(value, dict) and all(inner):
+            values[name], inner_valid = partial_model(section, value, inner)
+            valid |= {f"{name}.{n}" for n in inner_valid}
+    return cls.model_construct(**values), valid
+
+
+def error_locs(err: ValidationError) -> list[tuple[Any, ...]]:
+    return [tuple(e["loc"]) for e in err.errors(include_url=False)]
+
+
+def _is_mapping(annotation: Any) -> bool:
+    return get_origin(unwrap(annotation).type) is dict
+
+
+def _section(annotation: Any) -> type[Model] | None:
+    tp = unwrap(annotation).type
+    return tp if isinstance(tp, type) and issubclass(tp, Model) else None
+
+
+@functools.cache
+def _adapter(cls: type[Model], name: str) -> TypeAdapter:
+    field = cls.model_fields[name]
+    return TypeAdapter(Annotated[(field.annotation, *field.metadata)] if field.metadata else field.annotation)
+
+
+def _section_item(annotation: Any) -> type[Model] | None:
+    """The section type of a tuple/list of sections."""
+    if get_origin(annotation) in (tuple, list):
+        args = [a for a in get_args(annotation) if a is not Ellipsis]
+        if len(args) == 1 and isinstance(args[0], type) and issubclass(args[0], Model):
+            return args[0]
+    return None
+
+
+# -- describing a value's type ---------------------------------------------------------------
+
+
+class Slot(typing.NamedTuple):
+    """What sits at a key path: its type, the constraints on it, and its field if it is one."""
+
+    type: Any
+    metadata: tuple[Any, ...]
+    field: FieldInfo | None
+
+
+def unwrap(tp: Any, metadata: tuple[Any, ...] = ()) -> Slot:
+    """`tp` without Annotated and Optional, with the metadata collected."""
+    while True:
+        if get_origin(tp) is Annotated:
+            tp, *more = get_args(tp)
+            metadata = (*metadata, *more)
+        elif get_origin(tp) in (types.UnionType, typing.Union) and type(None) in get_args(tp):
+            rest = [a for a in get_args(tp) if a is not type(None)]
+            tp = rest[0] if len(rest) == 1 else typing.Union[tuple(rest)]  # noqa: UP007
+        else:
+            return Slot(tp, metadata, None)
+
+
+def field_slot(field: FieldInfo) -> Slot:
+    slot = unwrap(field.annotation, tuple(field.metadata))
+    return Slot(slot.type, slot.metadata, field)
+
+
+def slot_at(model: type[Model], loc: tuple[Any, ...]) -> Slot | None:
+    """The slot at pydantic's error location `loc` in `model` (None where the location leaves the schema)."""
+    slot = Slot(model, (), None)
+    parts = list(loc)
+    while parts:
+        part = parts.pop(0)
+        tp = slot.type
+        origin = get_origin(tp)
+        if isinstance(tp, type) and issubclass(tp, BaseModel):
+            field = _field_by_key(tp, part)
+            if field is None:
+                return None
+            slot = field_slot(field)
+        elif origin in (tuple, list) and isinstance(part, int):
+            slot = unwrap(get_args(tp)[0])
+        elif origin is dict:
+            # pydantic locates a bad key as (..., <key>, "[key]"), a bad value as (..., <key>).
+            key_type, value_type = get_args(tp)
+            if parts[:1] == ["[key]"]:
+                parts.pop(0)
+                slot = unwrap(key_type)
+            else:
+                slot = unwrap(value_type)
+        else:
+            return None
+    return slot
+
+
+def _field_by_key(model: type[BaseModel], key: Any) -> FieldInfo | None:
+    for name, field in model.model_fields.items():
+        if key in (field.alias, name):
+            return field
+    return None
+
+
+def _bounds(metadata: tuple[Any, ...]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for m in metadata:
+        if isinstance(m, FieldInfo):
+            out.update(_bounds(tuple(m.metadata)))
+        for name in ("ge", "gt", "le", "lt", "min_length", "max_length"):
+            if isinstance(m, getattr(annotated_types, {"ge": "Ge", "gt": "Gt", "le": "Le", "lt": "Lt",
+                                                        "min_length": "MinLen", "max_length": "MaxLen"}[name])):
+                out[name] = getattr(m, name)
+    return out
+
+
+def _allowed(metadata: tuple[Any, ...]) -> Allowed | None:
+    return next((m for m in metadata if isinstance(m, Allowed)), None)
+
+
+def _range(noun: str, b: dict[str, Any]) -> str:
+    lo = ("gt", ">") if "gt" in b else ("ge", ">=")
+    low, high = b.get(lo[0]), b.get("le")
+    if low is not None and high is not None and lo[0] == "ge":
+        return f"{noun} from {_num(low)} to {_num(high)}"
+    if low is not None and high is not None:
+        return f"{noun} > {_num(low)} and <= {_num(high)}"
+    if low is not None:
+        return f"{noun} {lo[1]} {_num(low)}"
+    if high is not None:
+        return f"{noun} <= {_num(high)}"
+    return noun
+
+
+def _num(x: float) -> str:
+    return f"{x:g}"
+
+
+def what(slot: Slot) -> str:
+    """What a value at `slot` must be, for messages: "an integer from 1 to 450", "one of a, b"."""
+    if (allowed := _allowed(slot.metadata)) is not None:
+        return allowed.text
+    tp, b = slot.type, _bounds(slot.metadata)
+    if get_origin(tp) is Literal:
+        return "one of " + ", ".join(map(str, get_args(tp)))
+    if tp is bool:
+        return "true or false"
+    if tp is int:
+        return _range("an integer", b)
+    if tp is float:
+        return _range("a number", b)
+    if tp is str:
+        return "a string"
+    if get_origin(tp) in (tuple, list):
+        item = what(unwrap(get_args(tp)[0]))
+        each = _each(item)
+        return f"a {'non-empty ' if b.get('min_length') else ''}list{' of ' if not each.startswith('each') else ', '}{each}"
+    if get_origin(tp) is dict:
+        each = _each(what(unwrap(get_args(tp)[1])))
+        return f"a mapping{' of ' if not each.startswith('each') else ', '}{each}"
+    return "a mapping"
+
+
+def _each(phrase: str) -> str:
+    """ "an integer" -> "integers"; anything longer -> "each <phrase>"."""
+    for article in ("an ", "a "):
+        if phrase.startswith(article) and " " not in phrase[len(article):]:
+            return phrase[len(article):] + "s"
+    return f"each {phrase}"
+
+
+def doc_type(slot: Slot) -> str:
+    """The README's type column: `a` \\| `b`, int 1-450, a string's short description."""
+    if (allowed := _allowed(slot.metadata)) is not None:
+        return allowed.short
+    tp, b = slot.type, _bounds(slot.metadata)
+    if get_origin(tp) is Literal:
+        return " \\| ".join(f"`{c}`" for c in get_args(tp))
+    if tp is bool:
+        return "bool"
+    if tp in (int, float):
+        noun = "int" if tp is int else "number"
+        low, high = b.get("ge", b.get("gt")), b.get("le")
+        if low is not None and high is not None and "gt" not in b:
+            return f"{noun} {_num(low)}-{_num(high)}"
+        if low is not None:
+            return f"{noun} {'>' if 'gt' in b else '>='} {_num(low)}"
+        return noun
+    if get_origin(tp) in (tuple, list):
+        return f"list of {doc_type(unwrap(get_args(tp)[0]))}"
+    if get_origin(tp) is dict:
+        return f"map of {doc_type(unwrap(get_args(tp)[0]))} to {doc_type(unwrap(get_args(tp)[1]))}"
+    if tp is str:
+        return "string"
+    return "mapping"
+
+
+def marker(slot: Slot, kind: type[Any]) -> Any:
+    """The slot's metadata of `kind` (Missing, DefaultText), or None."""
+    return next((m for m in slot.metadata if isinstance(m, kind)), None)
+
+
+def missing_message(slot: Slot) -> str:
+    found = marker(slot, Missing)
+    return found.message if found is not None else f"is required ({what(slot)})"

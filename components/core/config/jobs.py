@@ -1,0 +1,158 @@
+"""gpucluster:jobs: each training job, its launcher, its model (for sizing) and its bounds.
+
+Whether a job fits its pool is the stack's rule (components.core.config.stack);
+whether its model fits and what its cost bound buys are planning's
+(components.core.planning.checks).
+"""
+
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BeforeValidator, Field, WithJsonSchema
+
+from components.core.config.base import (
+    Allowed,
+    Bool,
+    Choice,
+    DefaultText,
+    Int,
+    Missing,
+    Model,
+    Number,
+    Text,
+    problem,
+    rule,
+)
+from components.core.config.values import DNS_LABEL, ENV_NAME, parse_quantity
+from components.core.problems import show
+
+LAUNCHERS = ("mpirun", "torchrun")
+CLEAN_POD_POLICIES = ("None", "Running", "All")
+
+# jobs[].terminationGracePeriodSeconds: how long a worker has between SIGTERM
+# and SIGKILL when it is drained, preempted or its job deleted. Unset, pods
+# keep Kubernetes' default (PodSpec terminationGracePeriodSeconds, 30 s) and
+# the job's spec stays as it was, so upgrading gpucluster replaces no running job.
+KUBERNETES_DEFAULT_GRACE_SECONDS = 30
+GRACE_PERIOD_MAX_SECONDS = 3600
+
+IMAGE = r"[^\s:@]+(:[\w][\w.-]{0,127}|@sha256:[0-9a-f]{64})"
+_COUNT_TEXT = "a positive count such as 7e9 or 7B"
+
+
+def parse_count(value: Any) -> float | None:
+    """7e9, "7B", "1.5T" -> float; None when unreadable."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return parse_quantity(value)
+    except (ValueError, TypeError):
+        return None
+
+
+def _count(value: Any) -> float:
+    n = parse_count(value)
+    if n is None or not n > 0:
+        raise problem(f"got {show(value)}; must be {_COUNT_TEXT}")
+    return n
+
+
+# A parameter or token count: a number, or a string with a K/M/B/T suffix.
+Count = Annotated[float, BeforeValidator(_count), Allowed(_COUNT_TEXT, short="count (`70B`, `7e9`)"),
+                  WithJsonSchema({"anyOf": [{"type": "number", "exclusiveMinimum": 0},
+                                            {"type": "string", "pattern": r"^\s*[0-9]*\.?[0-9]+([eE][+-]?[0-9]+)?\s*"
+                                                                          r"[KMBGTkmbgt]?\s*$"}]})]
+
+
+def _not_latest(image: str) -> str:
+    if image.endswith(":latest"):
+        raise problem(f"got {show(image)}; pin a version tag or digest, not latest")
+    return image
+
+
+def _env_value(value: Any) -> Any:
+    # YAML reads `NCCL_NTHREADS: 4` as a number; the container gets its text.
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    return value
+
+
+Image = Annotated[Text(IMAGE, "a container image pinned to a tag or digest (repo/name:tag)",
+                       short="image pinned to a tag or digest"), AfterValidator(_not_latest)]
+EnvName = Text(ENV_NAME, "an environment variable name")
+EnvValue = Annotated[str, BeforeValidator(_env_value)]
+
+
+class ModelConfig(Model):
+    """What the sizing checks need to know about a job's model."""
+
+    params: Annotated[Count, Missing("is required in model (the parameter count, e.g. 7B)")] = Field(
+        description="parameters; with `model` the plan sizes the job and a job that cannot fit is an error")
+    tokens: Count | None = Field(None, description="training tokens (time and cost)")
+    zero_stage: Int(ge=0, le=3) = Field(3, description="ZeRO stage")
+    tp: Int(ge=1, le=64) = Field(1, description="tensor parallel degree")
+    pp: Int(ge=1, le=512) = Field(1, description="pipeline parallel degree")
+    mfu: Number(gt=0, le=1) | None = Field(0.4, description="model FLOPs utilisation for the time estimate")
+    recompute: Bool = Field(False, description="activation recomputation (8 instead of 6 FLOPs per param and token)")
+
+
+class RunPolicyConfig(Model):
+    """When a job stops and what it leaves behind."""
+
+    clean_pod_policy: Choice(*CLEAN_POD_POLICIES) = Field(
+        "Running", description="mpirun only: pods removed when the job ends")
+    ttl_seconds_after_finished: Int(ge=0) | None = Field(
+        None, description="mpirun only: delete the job object this long after it ends; unset by default because "
+                          "Pulumi owns the object (a TTL-deleted job is re-created, and re-run, by the next `pulumi up "
+                          "--refresh`)")
+    active_deadline_seconds: Int(ge=1) | None = Field(
+        None, description="hard limit on the run time (both launchers, and Kueue's max-exec-time)")
+    backoff_limit: Int(ge=0, le=100) = Field(3, description="mpirun only: retries before the job fails")
+
+
+class JobConfig(Model):
+    """One training job: an MPIJob (mpirun) or a TrainJob (torchrun) on a GPU pool, queued in Kueue."""
+
+    # Pods are named <job>-launcher / <job>-worker-<n>: keep room under 63.
+    name: Text(DNS_LABEL, "a lowercase DNS label of at most 40 characters", short="DNS label, at most 40",
+               max_length=40) = Field(description="job name")
+    pool: Text(allowed="the name of a gpuPools entry", short="pool name") = Field(description="where the workers run")
+    nodes: Int(ge=1) = Field(description="worker nodes; at most the pool's maxNodes (jobs that together exceed it "
+                                         "queue)")
+    launcher: Choice(*LAUNCHERS) = Field(description="MPIJob v2beta1 (MPI Operator) or TrainJob v1alpha1 (Kubeflow "
+                                                     "Trainer v2)")
+    image: Image = Field(description="training image (needs aws-ofi-nccl for EFA); `:latest` is refused")
+    command: Annotated[tuple[str, ...], Field(min_length=1),
+                       Missing("is required (the training command as a list, e.g. [python, train.py])")] = Field(
+        description="the training command (`[python, train.py, ...]`)")
+    env: dict[EnvName, EnvValue] = Field(
+        default_factory=dict, description="environment over the NCCL/EFA preset (`\"\"` removes a preset variable; for "
+                                          "torchrun it sets it empty, as Trainer cannot unset a runtime's variable)")
+    gpus_per_node: Annotated[Int(ge=1) | None, DefaultText("all GPUs of the type")] = Field(
+        None, description="GPUs per worker")
+    model: ModelConfig | None = Field(None, description="the model, for the plan's sizing, time and cost")
+    run_policy: RunPolicyConfig = Field(default_factory=RunPolicyConfig, description="run bounds and cleanup")
+    max_restarts: Int(ge=0, le=100) = Field(
+        3, description="torchrun only: whole-gang restarts (the runtime's JobSet `failurePolicy.maxRestarts`)")
+    mount_path: Text(r"/[A-Za-z0-9._/-]*", "an absolute path") = Field(
+        "/fsx", description="where the FSx claim is mounted")
+    max_cost_usd: Number(gt=0) | None = Field(
+        None, description="a cost bound: the run time it buys at nodes x the pool's price becomes the deadline (with "
+                          "activeDeadlineSeconds, the shorter wins); must buy at least 10 minutes")
+    termination_grace_period_seconds: Annotated[Int(ge=0, le=GRACE_PERIOD_MAX_SECONDS) | None,
+                                                DefaultText("unset: Kubernetes' 30 s")] = Field(
+        None, description="SIGTERM to SIGKILL when a worker is drained, evicted or deleted: the time to write a "
+                          "checkpoint (torchrun then waits this long for its processes, less 5 s); unset leaves the "
+                          "job's spec as before, so upgrading gpucluster replaces no running job")
+
+    @rule("launcher")
+    def _launcher_keys(self, given: dict[str, Any]):
+        # Keys of the other launcher would be ignored: say so instead.
+        if self.launcher == "mpirun" and given.get("maxRestarts", given.get("max_restarts")) is not None:
+            yield "maxRestarts", ("applies to launcher torchrun (the TrainJob's JobSet restarts); an MPIJob retries "
+                                  "with runPolicy.backoffLimit")
+        run_policy = given.get("runPolicy", given.get("run_policy"))
+        if self.launcher == "torchrun" and isinstance(run_policy, dict):
+            for key in ("cleanPodPolicy", "backoffLimit", "ttlSecondsAfterFinished"):
+                if key in run_policy:
+                    yield f"runPolicy.{key}", ("applies to launcher mpirun (MPIJob) only; a torchrun TrainJob "
+                                               "restarts with maxRestarts and its pods end with it")

@@ -1,0 +1,126 @@
+"""gpucluster:gpuPools: one GpuPoolConfig per entry, its type checked against the catalog."""
+
+from typing import Annotated
+
+from pydantic import Field
+
+from components.core.config.base import Bool, Choice, DefaultText, Int, Model, Text, rule
+from components.core.config.values import DNS_LABEL, K8S_LABEL_KEY, K8S_LABEL_VALUE, RESERVATION_ID
+from components.core.hardware import catalog
+from components.core.problems import show
+
+# https://docs.aws.amazon.com/eks/latest/userguide/service-quotas.html
+MAX_NODES_PER_MANAGED_NODE_GROUP = 450
+
+CAPACITY_TYPES = ("ON_DEMAND", "SPOT", "CAPACITY_BLOCK")
+EFA_MODES = ("auto", "required", "disabled")
+PLACEMENT_MODES = ("auto", "cluster", "none")
+
+IDLE_MINUTES_DEFAULT = 3
+IDLE_MINUTES_MAX = 60
+
+
+def _gpu_type_problem(name: str) -> str | None:
+    if name not in catalog.CATALOG:
+        return f"allowed GPU types: {', '.join(catalog.GPU_TYPES)}"
+    if not catalog.get(name).is_gpu:
+        return f"is not a GPU instance type; allowed: {', '.join(catalog.GPU_TYPES)}"
+    return None
+
+
+NodeCount = Int(ge=0, le=MAX_NODES_PER_MANAGED_NODE_GROUP)
+GpuType = Text(allowed="a GPU instance type", short="catalog GPU type: " + ", ".join(catalog.GPU_TYPES),
+               check=_gpu_type_problem)
+LabelKey = Text(K8S_LABEL_KEY, "a Kubernetes label key")
+LabelValue = Text(K8S_LABEL_VALUE, "a Kubernetes label value (at most 63 alphanumerics, -, _ or .)",
+                  short="label value")
+
+
+class GpuPoolConfig(Model):
+    """One GPU node pool: a managed node group in the GPU zone, its EFA fabric and its scaling."""
+
+    name: Text(DNS_LABEL, "a lowercase DNS label of at most 32 characters", short="DNS label, at most 32",
+               max_length=32) = Field(description="pool name (node label `gpucluster.io/pool`)")
+    instance_type: GpuType = Field(description="the pool's instance type")
+    min_nodes: NodeCount = Field(0, description="0 lets the autoscaler scale the pool to zero")
+    desired_nodes: Annotated[NodeCount | None, DefaultText("`minNodes`")] = Field(
+        None, description="initial size only: later `pulumi up` runs leave it to the autoscaler")
+    max_nodes: Int(ge=1, le=MAX_NODES_PER_MANAGED_NODE_GROUP) = Field(
+        description="upper bound (managed node group quota 450)")
+    capacity_type: Choice(*CAPACITY_TYPES) = Field("ON_DEMAND", description="purchase option")
+    capacity_reservation_id: Text(RESERVATION_ID, "a capacity reservation id, cr- and 17 hex digits",
+                                  short="`cr-` + 17 hex") | None = Field(
+        None, description="ODCR or Capacity Block to target; required for `CAPACITY_BLOCK`, not with `SPOT`; a "
+                          "reservation bills whether used or not, so the plan counts it at minimum scale (a Capacity "
+                          "Block's own count; an ODCR's is assumed maxNodes)")
+    efa: Choice(*EFA_MODES) = Field("auto", description="`auto`: every EFA interface the type has; `required` fails "
+                                                        "on types without EFA")
+    placement_group: Choice(*PLACEMENT_MODES) = Field(
+        "auto", description="`auto`: a cluster placement group for EFA pools, none when a reservation fixes placement")
+    root_volume_gib: Int(ge=50, le=16384) = Field(200, description="encrypted gp3 root volume")
+    local_nvme_raid0: Bool = Field(True, description="assemble instance-store NVMe as RAID0 (nodeadm) where the "
+                                                     "type has it")
+    fabric_test: Bool = Field(False, description="add an nccl-tests all_reduce MPIJob over 2 nodes (EFA pools, "
+                                                 "maxNodes >= 2)")
+    labels: dict[LabelKey, LabelValue] = Field(
+        default_factory=dict, description="extra node labels (also advertised to the autoscaler for scale from zero)")
+    idle_minutes: Int(ge=1, le=IDLE_MINUTES_MAX) = Field(
+        IDLE_MINUTES_DEFAULT, description="an idle node of the pool is removed after this long (the autoscaler's "
+                                          "per-group `scaledownunneededtime`); it stops billing about this plus drain "
+                                          "and termination after its job ends")
+
+    @property
+    def instance(self) -> catalog.InstanceType:
+        return catalog.get(self.instance_type)
+
+    @property
+    def initial_nodes(self) -> int:
+        """The node group's desired size at creation."""
+        return self.min_nodes if self.desired_nodes is None else self.desired_nodes
+
+    @property
+    def efa_enabled(self) -> bool:
+        return self.efa != "disabled" and self.instance.efa_supported
+
+    @property
+    def uses_placement_group(self) -> bool:
+        """A cluster placement group, unless a reservation already fixes placement."""
+        if not self.efa_enabled or self.placement_group == "none":
+            return False
+        if self.placement_group == "cluster":
+            return True
+        # auto: a placement group forced onto an ODCR or Capacity Block fails
+        # to launch (eksctl #7949, terraform-aws-eks #3699).
+        return self.capacity_reservation_id is None
+
+    # -- rules -----------------------------------------------------------------
+
+    @rule("min_nodes", "max_nodes", "desired_nodes")
+    def _sizes(self):
+        if self.min_nodes > self.max_nodes:
+            yield "maxNodes", f"got {self.max_nodes}; must be >= minNodes ({self.min_nodes})"
+        elif self.desired_nodes is not None and not self.min_nodes <= self.desired_nodes <= self.max_nodes:
+            yield "desiredNodes", (f"got {self.desired_nodes}; must be from minNodes ({self.min_nodes}) to maxNodes "
+                                   f"({self.max_nodes})")
+
+    @rule("capacity_type", "capacity_reservation_id")
+    def _reservation(self):
+        if self.capacity_type == "CAPACITY_BLOCK" and self.capacity_reservation_id is None:
+            yield "capacityReservationId", ("is required when capacityType is CAPACITY_BLOCK (the Capacity Block's "
+                                            "reservation id, cr-...)")
+        if self.capacity_type == "SPOT" and self.capacity_reservation_id is not None:
+            yield "capacityReservationId", (f"got {show(self.capacity_reservation_id)}; must not be set with "
+                                            "capacityType SPOT (reservations are on-demand or Capacity Blocks)")
+
+    @rule("instance_type", "efa", "placement_group", "fabric_test", "max_nodes")
+    def _fabric(self):
+        itype = self.instance
+        if self.efa == "required" and not itype.efa_supported:
+            yield "efa", (f"got 'required', but {itype.name} has no EFA; use auto or disabled, or an EFA type such "
+                          "as p5.48xlarge")
+        if self.placement_group == "cluster" and not self.efa_enabled:
+            yield "placementGroup", f"got 'cluster', but the pool has no EFA ({itype.name}, efa {self.efa}); use auto or none"
+        if self.fabric_test and not self.efa_enabled:
+            yield "fabricTest", f"needs an EFA pool; {itype.name} with efa {self.efa} has none"
+        elif self.fabric_test and self.max_nodes < 2:
+            yield "fabricTest", f"needs maxNodes >= 2 to test the fabric (maxNodes is {self.max_nodes})"

@@ -1,0 +1,332 @@
+"""The whole stack: every gpucluster:* key (StackKeys), and what the program knows besides (StackConfig).
+
+StackKeys is the contract the stack file is written against: the JSON
+Schema and the README's configuration reference are generated from it.
+Its rules relate the sections (a job's pool, pins that match the
+Kubernetes version); the engine layer (engine.py) hands it the raw keys.
+"""
+
+import re
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BeforeValidator, Field, WithJsonSchema, model_validator
+
+from components.core import namespaces, versions
+from components.core.config.base import (
+    Allowed,
+    Bool,
+    Choice,
+    DefaultText,
+    Int,
+    Missing,
+    Model,
+    Number,
+    Text,
+    field_slot,
+    given,
+    missing_message,
+    problem,
+    rule,
+)
+from components.core.config.jobs import JobConfig, _env_value
+from components.core.config.pools import GpuPoolConfig
+from components.core.config.storage import StorageConfig
+from components.core.config.values import (
+    ADDON_VERSION,
+    AMI_RELEASE,
+    AWS_TAG_KEY,
+    AZ_NAME,
+    CLUSTER_NAME,
+    DNS_LABEL,
+    check_principal_arn,
+    check_public_cidr,
+    check_vpc_cidr,
+)
+from components.core.hardware import catalog
+from components.core.hardware.zones import ZONE_ID_PATTERN
+from components.core.problems import show
+
+NAMESPACE = "gpucluster"
+# Config namespaces a stack may use: ours, and the providers' own.
+KNOWN_NAMESPACES = (NAMESPACE, "aws", "kubernetes", "random", "pulumi")
+
+# EKS Kubernetes versions on 2026-12-03 (EKS User Guide, "Understand the
+# Kubernetes version lifecycle on EKS",
+# https://docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html):
+# 1.35 and 1.36 in standard support; 1.32-1.34 in extended support, which
+# costs $0.60 instead of $0.10 per cluster-hour (https://aws.amazon.com/eks/pricing/).
+EKS_STANDARD_VERSIONS = ("1.35", "1.36")
+EKS_EXTENDED_VERSIONS = ("1.32", "1.33", "1.34")
+EKS_VERSIONS = EKS_EXTENDED_VERSIONS + EKS_STANDARD_VERSIONS
+DEFAULT_KUBERNETES_VERSION = "1.35"
+
+NAT_MODES = ("single", "perAz")
+
+# The EKS managed add-ons the program installs; each is pinned per stack
+# (gpucluster:versions.addons) so a later `pulumi up` never moves one.
+ADDONS = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent", "coredns", "eks-node-monitoring-agent",
+          "aws-fsx-csi-driver")
+UPGRADE_HINT = "run `python -m bootstrap upgrade --stack <stack> --write` to resolve and pin them"
+
+# gpucluster:pauseMode -> the ClusterQueue's stopPolicy (Kueue v0.19.2 CRD,
+# ClusterQueueSpec.stopPolicy): finish lets admitted jobs run to the end,
+# drain evicts them (their pods get SIGTERM and their grace period).
+PAUSE_MODES = {"finish": "Hold", "drain": "HoldAndDrain"}
+
+# AWS tag values: at most 256 characters (Tagging AWS resources, "Tag naming limits and requirements").
+TAG_VALUE_MAX = 256
+
+
+def support_type(version: str) -> str:
+    """Stay on standard support where the version has it; extended costs 6x."""
+    return "STANDARD" if version in EKS_STANDARD_VERSIONS else "EXTENDED"
+
+
+def _unquoted_version(value: Any) -> Any:
+    # YAML reads 1.30 as the float 1.3 (and the engine passes "1.3"): a
+    # one-digit minor is what is left of x.y0, so suggest that.
+    if isinstance(value, float) or (isinstance(value, str) and re.fullmatch(r"1\.\d", value)):
+        text = str(value)
+        meant = f"{text}0" if re.fullmatch(r"1\.\d", text) else text
+        raise problem(f"got {show(text)}; quote the version (\"{meant}\") so YAML keeps it a string; "
+                      f"allowed: {', '.join(EKS_VERSIONS)}")
+    return value
+
+
+def _has_autoscaler(version: str) -> str:
+    # The autoscaler's minor must match the cluster's (components.core.versions).
+    if version not in versions.CLUSTER_AUTOSCALER_IMAGE_TAGS:
+        raise problem(f"got {show(version)}; has no cluster-autoscaler release pinned; supported: "
+                      f"{', '.join(versions.CLUSTER_AUTOSCALER_IMAGE_TAGS)}")
+    return version
+
+
+def _not_reserved(namespace: str) -> str | None:
+    if namespace in namespaces.RESERVED:
+        return f"is a namespace the cluster's system or operators own; not one of {', '.join(namespaces.RESERVED)}"
+    return None
+
+
+def _known_type(name: str) -> str:
+    if name not in catalog.CATALOG:
+        raise problem(f"key {show(name)} is not a catalog instance type; known: {', '.join(catalog.CATALOG)}")
+    return name
+
+
+KubernetesVersion = Annotated[Choice(*EKS_VERSIONS), BeforeValidator(_unquoted_version),
+                              AfterValidator(_has_autoscaler)]
+AddonVersion = Text(ADDON_VERSION, "an EKS add-on version such as v1.20.4-eksbuild.1", short="`vX.Y.Z-eksbuild.N`")
+CatalogType = Annotated[str, AfterValidator(_known_type)]
+TagKey = Text(AWS_TAG_KEY, "a valid AWS tag key (1-128 characters, not starting with aws:)", short="AWS tag key")
+TagValue = Annotated[str, BeforeValidator(_env_value), Field(max_length=TAG_VALUE_MAX)]
+
+
+class NetworkConfig(Model):
+    """The VPC: a private and a public subnet per zone."""
+
+    cidr: Text(allowed="a private IPv4 CIDR block, /16 to /20", short="CIDR", check=check_vpc_cidr) = Field(
+        "10.0.0.0/16", description="VPC range: private (RFC 1918 or 100.64/10), /16 to /20")
+    nat_gateways: Choice(*NAT_MODES) = Field("single", description="one NAT gateway (in the GPU zone) or one per zone")
+    az_count: Int(ge=2, le=6) = Field(
+        2, description="zones of the cluster's subnets (EKS needs two, in zone IDs it accepts); the GPU zone is one of "
+                       "them unless EKS refuses its ID, then it gets subnets besides")
+
+
+class SystemNodesConfig(Model):
+    """The on-demand node group for add-ons, operators and launchers."""
+
+    instance_type: Choice(*catalog.SYSTEM_TYPES) = Field(
+        "m7i.xlarge", description="on-demand AL2023 nodes for add-ons and operators")
+    count: Int(ge=1, le=20) = Field(2, description="fixed size of the system node group")
+    disk_size_gib: Int(ge=20, le=1024) = Field(50, description="root volume")
+
+
+class VersionPins(Model):
+    """What a later `pulumi up` must not move: AMI release and add-on versions (bootstrap upgrade writes them)."""
+
+    ami_release_version: Annotated[
+        Text(AMI_RELEASE, "an EKS AMI release version such as 1.35.6-20260714", short="`<k8s x.y.z>-<YYYYMMDD>`"),
+        Missing(f"is required (the AL2023 AMI release of every node group); {UPGRADE_HINT}")] = Field(
+        description="the AL2023 AMI release of every node group, of the cluster's Kubernetes version (`bootstrap "
+                    "upgrade` writes it)")
+    addons: Annotated[dict[Choice(*ADDONS), AddonVersion], WithJsonSchema({
+        "type": "object", "additionalProperties": False, "required": list(ADDONS),
+        "properties": {a: {"type": "string", "pattern": f"^(?:{ADDON_VERSION})$"} for a in ADDONS}})] = Field(
+        default_factory=dict, description="pinned versions of " + ", ".join(ADDONS) + " (kube-proxy of the cluster's "
+                                          "minor)")
+
+    @rule()
+    def _every_addon(self, given_keys: dict[str, Any]):
+        # On the keys as given: a pin with a bad version is reported as that, not as missing.
+        addons = given(given_keys, VersionPins, "addons", {})
+        for name in ADDONS if isinstance(addons, dict) else ():
+            if name not in addons:
+                yield f"addons.{name}", f"is required (the pinned {name} add-on version); {UPGRADE_HINT}"
+
+
+def entries(items: tuple[Any, ...]) -> list[tuple[int, Any]]:
+    """(index, entry) of a list section, skipping the entries that did not parse (None)."""
+    return [(i, x) for i, x in enumerate(items) if x is not None]
+
+
+class StackKeys(Model):
+    """Every gpucluster:* key of a stack file."""
+
+    cluster_name: Annotated[Text(CLUSTER_NAME, "an EKS cluster name: letters, digits, - and _, starting with a letter "
+                                 "or digit", short="EKS cluster name", max_length=100) | None,
+                            DefaultText("`gpucluster-<stack>`")] = Field(
+        None, description="EKS cluster name (letters, digits, `-`, `_`; at most 100)")
+    kubernetes_version: KubernetesVersion = Field(
+        DEFAULT_KUBERNETES_VERSION,
+        description="1.32-1.36; 1.35 and 1.36 are in standard support, older ones in (6x priced) extended support. "
+                    "Quote it.")
+    admin_principal_arns: Annotated[
+        tuple[Text(allowed="an IAM ARN", short="IAM role/user ARN", check=check_principal_arn), ...],
+        Missing("is required: the IAM roles or users given cluster admin, the one you deploy with first "
+                "(`python -m bootstrap whoami` prints it)")] = Field(
+        description="the cluster's admins (access entries with `AmazonEKSClusterAdminPolicy`), exactly these; the "
+                    "deployer's first (`python -m bootstrap whoami`); other accounts are fine, session ARNs and AWS's "
+                    "documentation accounts are not")
+    public_access_cidrs: tuple[Text(allowed="a public CIDR block", short="public CIDR", check=check_public_cidr),
+                               ...] = Field(
+        (), description="CIDRs allowed to the public API endpoint, including where pulumi runs; required unless "
+                        "`deployerInVpc`")
+    deployer_in_vpc: Bool = Field(
+        False, description="pulumi runs inside the VPC (or a connected network): allows a private-only endpoint")
+    gpu_availability_zone: Annotated[
+        Text(f"{AZ_NAME}|{ZONE_ID_PATTERN}", "an availability zone name such as us-east-1a or a zone ID such as "
+             "use1-az6", short="zone name or zone ID") | None,
+        DefaultText("first zone offering every pool's type (one EKS accepts, if any)")] = Field(
+        None, description="the one zone of all GPU pools and the file system, e.g. `us-east-1a` or `use1-az6`")
+    training_namespace: Text(DNS_LABEL, "a Kubernetes namespace name (lowercase DNS label)", short="namespace name",
+                             max_length=63, check=_not_reserved) = Field(
+        "training", description="namespace of jobs, the FSx claim and the LocalQueue; not one the program owns ("
+                                + ", ".join(namespaces.RESERVED) + ")")
+    paused: Bool = Field(False, description="hold the queue and let every GPU pool scale to 0 (`bootstrap pause`/"
+                                            "`resume` set it)")
+    pause_mode: Choice(*PAUSE_MODES) = Field(
+        "finish", description="while paused: admitted jobs run to the end (Kueue `stopPolicy: Hold`), or are evicted "
+                              "now (`HoldAndDrain`)")
+    versions: VersionPins = Field(description="pinned AMI release and EKS add-on versions")
+    prices: dict[Annotated[CatalogType, Allowed("a catalog instance type", short="instance type")],
+                 Number(gt=0)] = Field(
+        default_factory=dict,
+        description="USD/hour per instance type, over the catalog's (your discount, a Capacity Block's rate, a spot "
+                    "estimate); catalog prices are us-east-1's (p6: us-west-2's), and the plan says so for other "
+                    "regions")
+    tags: dict[TagKey, TagValue] = Field(
+        default_factory=dict, description="extra AWS tags on every resource that takes tags")
+    network: NetworkConfig = Field(default_factory=NetworkConfig, description="the VPC")
+    system_nodes: SystemNodesConfig = Field(default_factory=SystemNodesConfig, description="the system node group")
+    gpu_pools: tuple[GpuPoolConfig, ...] = Field((), description="the GPU node pools")
+    storage: StorageConfig = Field(default_factory=StorageConfig, description="the bucket and the file system")
+    jobs: tuple[JobConfig, ...] = Field((), description="training jobs the stack runs")
+
+    # -- rules -----------------------------------------------------------------
+
+    @rule("admin_principal_arns")
+    def _someone_administers(self):
+        # Nobody else gets access: the Kubernetes provider acts as the deployer,
+        # who must be listed (EKS access entries; bootstrap_cluster_creator_admin is off).
+        if not self.admin_principal_arns:
+            yield "adminPrincipalArns", missing_message(field_slot(StackKeys.model_fields["admin_principal_arns"]))
+
+    @rule("public_access_cidrs", "deployer_in_vpc")
+    def _endpoint_reachable(self):
+        # The Kubernetes provider runs where `pulumi up` runs (EKS User Guide,
+        # "Cluster API server endpoint": a private endpoint is reachable from the VPC only).
+        if not self.public_access_cidrs and not self.deployer_in_vpc:
+            yield "publicAccessCidrs", (
+                "is empty, so the API endpoint would be private-only and unreachable from where pulumi runs: every "
+                "Kubernetes resource, and `pulumi destroy`, would fail; list the public CIDR you deploy from (your "
+                "address: `curl -s https://checkip.amazonaws.com`, as a /32), or set "
+                f"{NAMESPACE}:deployerInVpc: true when pulumi runs inside the VPC")
+
+    @rule("versions.ami_release_version", "kubernetes_version")
+    def _ami_matches_kubernetes(self):
+        version, ami = self.kubernetes_version, self.versions.ami_release_version
+        if not ami.startswith(f"{version}."):
+            yield "versions.amiReleaseVersion", (f"got {show(ami)}; must be a release of Kubernetes {version} "
+                                                 f"(kubernetesVersion); {UPGRADE_HINT}")
+
+    @rule("versions.addons", "kubernetes_version")
+    def _kube_proxy_matches_kubernetes(self):
+        version, proxy = self.kubernetes_version, self.versions.addons.get("kube-proxy")
+        if proxy is not None and not proxy.startswith(f"v{version}."):
+            # kube-proxy follows the control plane's minor (EKS User Guide, managing-kube-proxy).
+            yield "versions.addons.kube-proxy", (f"got {show(proxy)}; must be a kube-proxy of Kubernetes {version}; "
+                                                 f"{UPGRADE_HINT}")
+
+    @rule("gpu_pools", "jobs")
+    def _unique_names(self):
+        for section, what in (("gpuPools", "pool"), ("jobs", "job")):
+            seen: dict[str, int] = {}
+            for i, entry in entries(getattr(self, "gpu_pools" if section == "gpuPools" else "jobs")):
+                if entry.name in seen:
+                    yield f"{section}[{i}].name", (f"duplicate {what} name {show(entry.name)} (first at "
+                                                   f"{NAMESPACE}:{section}[{seen[entry.name]}].name)")
+                else:
+                    seen[entry.name] = i
+
+    @rule("gpu_pools", "jobs")
+    def _jobs_fit_their_pools(self, given_keys: dict[str, Any]):
+        pools = {p.name: p for _, p in entries(self.gpu_pools)}
+        declared = _declared_names(given(given_keys, StackKeys, "gpu_pools"))
+        for i, job in entries(self.jobs):
+            pool = pools.get(job.pool)
+            if pool is None:
+                # A job on a declared pool that has its own problems is not reported again.
+                if declared is not None and job.pool not in declared:
+                    yield f"jobs[{i}].pool", (f"got {show(job.pool)}; no such pool; pools: "
+                                              f"{', '.join(pools) or '(none defined)'}")
+                continue
+            if job.nodes > pool.max_nodes:
+                yield f"jobs[{i}].nodes", f"got {job.nodes}; pool {pool.name!r} has maxNodes {pool.max_nodes}"
+            gpus = pool.instance.gpu_count
+            if job.gpus_per_node is not None and job.gpus_per_node > gpus:
+                yield f"jobs[{i}].gpusPerNode", (f"got {job.gpus_per_node}; {pool.instance_type} has {gpus} GPUs "
+                                                 "per node")
+
+    def pool(self, name: str) -> GpuPoolConfig:
+        return next(p for p in self.gpu_pools if p.name == name)
+
+    def price(self, instance_type: str) -> float:
+        return catalog.price(instance_type, self.prices)
+
+    @property
+    def stop_policy(self) -> str:
+        """The ClusterQueue's stopPolicy: None while running, Hold or HoldAndDrain while paused."""
+        return PAUSE_MODES[self.pause_mode] if self.paused else "None"
+
+
+def _declared_names(raw: Any) -> set[str] | None:
+    """Every pool name the stack file declares, valid or not (None when gpuPools is not a list)."""
+    if raw is None:
+        return set()
+    if not isinstance(raw, list):
+        return None
+    return {item["name"] for item in raw if isinstance(item, dict) and isinstance(item.get("name"), str)}
+
+
+class StackConfig(StackKeys):
+    """The stack's keys and what the program knows besides: project, stack, region and the AWS identity."""
+
+    project: str = NAMESPACE
+    stack: str = "dev"
+    region: str = "us-east-1"
+    aws_profile: str | None = None  # aws:profile, passed to `aws eks get-token`
+    aws_role_arn: str | None = None  # the last role of aws:assumeRoles, likewise
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_cluster_name(cls, data: Any) -> Any:
+        if isinstance(data, dict) and given(data, cls, "cluster_name") is None:
+            project, stack = given(data, cls, "project", NAMESPACE), given(data, cls, "stack", "dev")
+            return {**data, "clusterName": f"{project}-{stack}"}
+        return data
+
+    @rule("gpu_availability_zone", "region")
+    def _zone_in_region(self):
+        zone, region = self.gpu_availability_zone, self.region
+        if zone and region and not re.fullmatch(ZONE_ID_PATTERN, zone) and not zone.startswith(region):
+            yield "gpuAvailabilityZone", f"got {show(zone)}; must be a zone of aws:region {region!r}"

@@ -1,0 +1,164 @@
+"""Values AWS and Kubernetes accept, as patterns and checks (each returns why not, or None).
+
+Shared by the schema's field types and by the verbs that take the same
+values on the command line (`bootstrap backend --bucket`). Pure, with no
+import of our own: the schema builds on it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Iterable
+
+DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+CLUSTER_NAME = r"[0-9A-Za-z][A-Za-z0-9_-]*"  # EKS CreateCluster name pattern
+RESERVATION_ID = r"cr-[0-9a-f]{17}"
+ENV_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+S3_PREFIX = r"[A-Za-z0-9!_.*'()-]+(/[A-Za-z0-9!_.*'()-]+)*/"
+AZ_NAME = r"[a-z]{2}(-gov)?-[a-z]+-\d[a-z]"
+K8S_LABEL_KEY = r"([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+K8S_LABEL_VALUE = r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?"
+# AWS tag keys: 1-128 characters, not starting with aws: (reserved for AWS).
+AWS_TAG_KEY = r"(?!aws:)[\w .:/=+@-]{1,128}"
+ADDON_VERSION = r"v\d+\.\d+\.\d+(-[a-z0-9]+)*-eksbuild\.\d+"  # v1.20.4-eksbuild.1
+# AL2023 AMI release of a managed node group: <Kubernetes x.y.z>-<build date>
+# (EKS API NodeGroup.releaseVersion; the SSM .../recommended/release_version parameter).
+AMI_RELEASE = r"\d+\.\d+\.\d+-\d{8}"
+
+
+# -- networks ------------------------------------------------------------------
+
+def check_cidr(value: str) -> str | None:
+    try:
+        ipaddress.IPv4Network(value, strict=True)
+    except ValueError as exc:
+        return f"must be an IPv4 CIDR block such as 10.0.0.0/16 ({exc})"
+    return None
+
+
+PRIVATE_RANGES = tuple(ipaddress.IPv4Network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16",
+                                                          "100.64.0.0/10"))
+
+
+def check_vpc_cidr(value: str) -> str | None:
+    """A VPC range: private, /16 to /20 (a private and a public subnet per zone, and enough pod IPs
+    for the VPC CNI on 8-GPU nodes)."""
+    if reason := check_cidr(value):
+        return reason
+    net = ipaddress.IPv4Network(value)
+    reasons = []
+    if not any(net.subnet_of(p) for p in PRIVATE_RANGES):
+        reasons.append("must be a private range (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16 or 100.64.0.0/10)")
+    if not 16 <= net.prefixlen <= 20:
+        reasons.append("prefix length must be from /16 to /20")
+    return "; ".join(reasons) or None
+
+
+# RFC 5737: reserved for documentation, never routed. EKS rejects them in
+# publicAccessCidrs, and nobody deploys from one.
+DOCUMENTATION_RANGES = tuple(ipaddress.IPv4Network(n) for n in ("192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24"))
+
+
+def check_public_cidr(value: str) -> str | None:
+    """A CIDR the public EKS endpoint can see traffic from: public, not a documentation range."""
+    if reason := check_cidr(value):
+        return reason
+    net = ipaddress.IPv4Network(value)
+    if any(net.overlaps(doc) for doc in DOCUMENTATION_RANGES):
+        return ("is a documentation-only range (RFC 5737) that EKS rejects; use the address you deploy from "
+                "(`curl -s https://checkip.amazonaws.com`, as a /32)")
+    if net.prefixlen and (net.is_private or net.is_reserved or net.is_multicast or net.is_loopback
+                          or net.is_link_local):
+        return ("is not a public range; the public endpoint only sees public source addresses "
+                "(EKS rejects private and reserved ranges here)")
+    return None
+
+
+# -- IAM -------------------------------------------------------------------------
+
+# AWS's documentation example accounts: a principal there is a copied example.
+EXAMPLE_ACCOUNTS = ("123456789012", "111122223333", "444455556666")
+
+# https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_identifiers.html#identifiers-arns
+_IAM_PRINCIPAL_ARN = r"arn:aws(-cn|-us-gov)?:iam::\d{12}:(role|user)(/[\w+=,.@-]+)*/[\w+=,.@-]{1,128}"
+
+
+def check_principal_arn(value: str) -> str | None:
+    """An IAM role or user ARN. Any account is valid (EKS access entries take
+    principals of other accounts); whether it exists is preflight's question."""
+    if not re.fullmatch(_IAM_PRINCIPAL_ARN, value):
+        if ":sts::" in value and ":assumed-role/" in value:
+            return ("is a session (assumed-role) ARN; give the role's IAM ARN, arn:aws:iam::<account>:role/<name> "
+                    "(`python -m bootstrap whoami` prints it)")
+        return "must be an IAM role or user ARN, arn:aws:iam::<12-digit account>:role/<name> or :user/<name>"
+    account = value.split(":")[4]
+    if account in EXAMPLE_ACCOUNTS:
+        return f"is in {account}, an AWS documentation example account; use a role of your own account"
+    return None
+
+
+def is_admin(caller_arn: str, admins: Iterable[str]) -> bool:
+    """Whether the caller (a user, or a role session) is among the admin principals.
+
+    An assumed-role session names its role without the role's path
+    (arn:aws:sts::<account>:assumed-role/<role>/<session>), so a role matches
+    by account and name, whatever its path; no IAM call is needed.
+    """
+    match = re.fullmatch(r"arn:(aws[\w-]*):sts::(\d{12}):assumed-role/([\w+=,.@-]+)/.+", caller_arn)
+    if match is None:
+        return caller_arn in admins
+    partition, account, role = match.groups()
+    pattern = rf"arn:{partition}:iam::{account}:role/(.+/)?{re.escape(role)}"
+    return any(re.fullmatch(pattern, arn) for arn in admins)
+
+
+# -- S3 ------------------------------------------------------------------------------
+# S3 User Guide, "General purpose bucket naming rules"
+# (https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html).
+
+BUCKET_NAME_MAX = 63
+_BUCKET_CHARS = re.compile(r"[a-z0-9][a-z0-9.-]*[a-z0-9]")
+BUCKET_RESERVED_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")
+BUCKET_RESERVED_SUFFIXES = ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3")
+BUCKET_NAME_ALLOWED = ("3-63 lowercase letters, digits, dots and hyphens, starting and ending with a letter or digit "
+                       "(S3 general purpose bucket naming rules)")
+
+
+def bucket_name_problem(name: str) -> str | None:
+    """Why S3 would refuse `name` as a general purpose bucket name, or None."""
+    if not 3 <= len(name) <= BUCKET_NAME_MAX:
+        return f"must be 3 to 63 characters long, not {len(name)}"
+    if not _BUCKET_CHARS.fullmatch(name):
+        return f"must be {BUCKET_NAME_ALLOWED}"
+    if ".." in name:
+        return "must not contain two adjacent dots"
+    try:
+        ipaddress.IPv4Address(name)
+        return "must not be formatted as an IP address"
+    except ValueError:
+        pass
+    for prefix in BUCKET_RESERVED_PREFIXES:
+        if name.startswith(prefix):
+            return f"must not start with {prefix!r} (reserved by S3)"
+    for suffix in BUCKET_RESERVED_SUFFIXES:
+        if name.endswith(suffix):
+            return f"must not end with {suffix!r} (reserved by S3)"
+    return None
+
+
+# -- counts ----------------------------------------------------------------------------
+
+_COUNT_SUFFIXES = {"": 1.0, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
+_COUNT = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([KMBGT]?)\s*$", re.IGNORECASE)
+
+
+def parse_quantity(text: str | float) -> float:
+    """7e9, "70B", "1.5T", "13b", "500M" -> float. ValueError when it is none of these."""
+    if isinstance(text, (int, float)):
+        return float(text)
+    match = _COUNT.match(text)
+    if not match:
+        raise ValueError(f"not a quantity: {text!r}")
+    number, suffix = match.groups()
+    return float(number) * _COUNT_SUFFIXES[suffix.upper()]
