@@ -4,22 +4,22 @@
 import pulumi
 import pulumi_aws as aws
 
-from components import lookups
-from components.autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
-from components.cluster import Cluster, ClusterArgs
+from components.aws import lookups
+from components.aws.cluster import Cluster, ClusterArgs
+from components.aws.gpu_pool import GpuNodePool, GpuNodePoolArgs
+from components.aws.network import Network, NetworkArgs
+from components.aws.storage import Storage, StorageArgs
 from components.core import stack_config
 from components.core.config.values import is_admin
 from components.core.planning import cost
 from components.core.problems import ConfigError, raise_problems
-from components.device_plugins import DevicePlugins, DevicePluginsArgs
-from components.fsx_volume import FsxVolume, FsxVolumeArgs
-from components.gpu_pool import GpuNodePool, GpuNodePoolArgs
 from components.hooks import HookSettings, StackHooks
-from components.network import Network, NetworkArgs
-from components.operators import Operators, OperatorsArgs
-from components.queue import Queue, QueueArgs
-from components.storage import Storage, StorageArgs
-from components.training_job import FabricTest, FabricTestArgs, TrainingJob, TrainingJobArgs
+from components.kubernetes.autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
+from components.kubernetes.device_plugins import DevicePlugins, DevicePluginsArgs
+from components.kubernetes.fsx_volume import FsxVolume, FsxVolumeArgs
+from components.kubernetes.operators import Operators, OperatorsArgs
+from components.kubernetes.queue import Queue, QueueArgs
+from components.kubernetes.training_job import FabricTest, FabricTestArgs, TrainingJob, TrainingJobArgs
 
 # Everything that can be wrong with the inputs is found before any resource registers.
 try:

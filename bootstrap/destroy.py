@@ -25,9 +25,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bootstrap import automation, destroy_report, stackfile
+from components.aws.lookups import DESTROYING_ENV
 from components.core import config
 from components.hooks import SKIP_EXPORT_ENV, bucket_guard
-from components.lookups import DESTROYING_ENV
 
 
 def bucket_holds_objects(cfg: config.StackConfig, bucket: str) -> bool | None:

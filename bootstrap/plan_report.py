@@ -74,10 +74,10 @@ def storage_summary(cfg: config.StackConfig) -> dict[str, Any]:
 
 def job_rows(cfg: config.StackConfig) -> list[dict[str, Any]]:
     """Each job (and fabric test) with its queue, start order, deadline and worst-case cost."""
-    from components.core.kube import launcher, queueing
-    from components.core.planning import jobsizing, schedule, teardown
+    from components.core.kube import admission, launcher, queueing
+    from components.core.planning import jobsizing, teardown
 
-    starts = schedule.stack_schedule(cfg)
+    starts = admission.stack_schedule(cfg)
     queue = f"{cfg.training_namespace}/{queueing.LOCAL_QUEUE}"
     rows = []
     for pool in cfg.gpu_pools:

@@ -7,11 +7,12 @@ import json
 import pulumi_kubernetes as k8s_sdk
 import pytest
 
-from components.autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
 from components.core import versions as v
 from components.core.config import GpuPoolConfig
 from components.core.kube import autoscaling, nodepool
 from components.core.kube.nodepool import SYSTEM_NODE_LABEL
+from components.core.planning import teardown
+from components.kubernetes.autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
 from tests.conftest import stack_config
 
 P5 = GpuPoolConfig(name="h100", instance_type="p5.48xlarge", max_nodes=16, idle_minutes=5)
@@ -103,7 +104,7 @@ def test_the_idle_tag_and_the_discovery_tag_agree_with_the_policy():
     tags = nodepool.autoscaler_tags(P5, CLUSTER)
     assert tags[f"k8s.io/cluster-autoscaler/{CLUSTER}"] == "owned"
     assert tags["k8s.io/cluster-autoscaler/node-template/autoscaling-options/scaledownunneededtime"] == "5m0s"
-    assert autoscaling.removal_minutes(P5) == 7
+    assert teardown.removal_minutes(P5) == 7
 
 
 def build():

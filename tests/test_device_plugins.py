@@ -6,12 +6,12 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pytest
 
-from components import device_plugins
 from components.core import versions as v
 from components.core.config import GpuPoolConfig
 from components.core.hardware import registries as ecr
 from components.core.kube import nodepool
-from components.device_plugins import DevicePlugins, DevicePluginsArgs
+from components.kubernetes import device_plugins
+from components.kubernetes.device_plugins import DevicePlugins, DevicePluginsArgs
 from tests.conftest import stack_config
 
 RELEASE = "kubernetes:helm.sh/v3:Release"

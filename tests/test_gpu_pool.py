@@ -13,14 +13,14 @@ import pytest
 import yaml
 
 from bootstrap import mocks
+from components.aws.gpu_pool import AUTOSCALED_PROPERTY, GpuNodePool, GpuNodePoolArgs
+from components.aws.lookups import Reservation, reservation_problems
 from components.core import config, versions
 from components.core.config import GpuPoolConfig
 from components.core.hardware import catalog
 from components.core.kube import nodepool
 from components.core.problems import ConfigError
 from components.core.stack_config import parse as parse_stack
-from components.gpu_pool import AUTOSCALED_PROPERTY, GpuNodePool, GpuNodePoolArgs
-from components.lookups import Reservation, reservation_problems
 from tests.conftest import stack_config, stack_raw
 
 GPU_ZONE = "us-east-1a"
@@ -457,7 +457,7 @@ def test_component_outputs_and_attributes(pools):
 
 
 def test_capacity_block_in_another_zone_is_a_problem(monkeypatch):
-    from components.lookups import lookup_capacity_blocks
+    from components.aws.lookups import lookup_capacity_blocks
 
     answer_capacity_blocks(monkeypatch)
     far = [{"name": "far", "instanceType": "p5en.48xlarge", "maxNodes": 2, "capacityType": "CAPACITY_BLOCK",

@@ -83,7 +83,7 @@ def manifest(job_name: str) -> dict:
 
 
 def runtime_of(m: dict) -> dict:
-    """The ClusterTrainingRuntime a TrainJob names, as components.operators registers it."""
+    """The ClusterTrainingRuntime a TrainJob names, as components.kubernetes.operators registers it."""
     job = JOBS[m["metadata"]["name"]]
     rt = trainer.runtime(CFG.pool(job.pool), job.max_restarts, CLAIM, job.mount_path)
     assert rt["metadata"]["name"] == m["spec"]["runtimeRef"]["name"]

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from components import cluster as cluster_mod
+from components.aws import cluster as cluster_mod
+from components.aws.network import subnet_layout
 from components.core.hardware.zones import EKS_UNSUPPORTED_ZONE_IDS, Zone, choose_zones
 from components.core.problems import ConfigError
-from components.network import subnet_layout
 
 
 @pytest.fixture(scope="module")

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pulumi_kubernetes as k8s_sdk
 import pytest
 
-from components import operators
 from components.core import versions as v
 from components.core.kube import mpi_operator, trainer
 from components.core.kube.nodepool import SYSTEM_NODE_LABEL
+from components.kubernetes import operators
 from tests import k8s
 from tests.conftest import stack_config
 

@@ -56,7 +56,7 @@ def test_every_kubernetes_object_is_valid(stack):
 
 def test_one_definition_per_crd_and_one_for_every_kind_emitted(stack):
     from components.core.kube.queueing import CHART_CRDS as KUEUE_CHART_CRDS
-    from components.operators import TRAINER_CHART_CRDS
+    from components.kubernetes.operators import TRAINER_CHART_CRDS
 
     _, _, rec, _ = stack
     ours = [o["metadata"]["name"] for o in kubernetes_objects(rec) if o["kind"] == "CustomResourceDefinition"]

@@ -11,7 +11,7 @@ from components.core.config import GpuPoolConfig, SystemNodesConfig
 from components.core.kube import queueing
 from components.core.kube.nodepool import SYSTEM_NODE_LABEL
 from components.core.planning import schedule
-from components.queue import Queue, QueueArgs
+from components.kubernetes.queue import Queue, QueueArgs
 from tests import k8s
 from tests.conftest import stack_config
 

@@ -10,12 +10,12 @@ import pulumi_kubernetes as k8s
 import pytest
 
 from bootstrap import mocks
-from components.cluster import Cluster, ClusterArgs
+from components.aws.cluster import Cluster, ClusterArgs
+from components.aws.network import Network, NetworkArgs
+from components.aws.storage import Storage, StorageArgs
 from components.core.hardware.zones import ZonePlan
 from components.core.storage import bucket as bucketlib
-from components.fsx_volume import FsxVolume, FsxVolumeArgs
-from components.network import Network, NetworkArgs
-from components.storage import Storage, StorageArgs
+from components.kubernetes.fsx_volume import FsxVolume, FsxVolumeArgs
 from tests.conftest import stack_config, stack_raw
 from tests.k8s import validate_core
 

@@ -17,8 +17,8 @@ from types import SimpleNamespace
 import pytest
 
 from bootstrap import automation, destroy, mocks, pause, stackfile
+from components.aws.lookups import DESTROYING_ENV
 from components.hooks import SKIP_EXPORT_ENV, bucket_guard
-from components.lookups import DESTROYING_ENV
 from tests.conftest import stack_raw
 
 DEPLOY_KEYS = {"gpucluster:adminPrincipalArns": ["arn:aws:iam::210987654321:role/Admin"],

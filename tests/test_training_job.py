@@ -6,9 +6,9 @@ import pulumi
 import pulumi_kubernetes as k8s_sdk
 import pytest
 
-from components import operators
 from components.core.kube import launcher
-from components.training_job import FabricTest, FabricTestArgs, TrainingJob, TrainingJobArgs
+from components.kubernetes import operators
+from components.kubernetes.training_job import FabricTest, FabricTestArgs, TrainingJob, TrainingJobArgs
 from tests import k8s
 from tests.conftest import stack_config
 from tests.test_launcher import fast_crd_validation  # noqa: F401  (module fixture)

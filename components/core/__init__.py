@@ -1,7 +1,14 @@
-"""Pure facts and builders: no Pulumi resources, unit-tested on their own.
+"""The functional core: pure facts and builders, no Pulumi resources, unit-tested on their own.
 
-Config parsing and validation, the instance catalog, EFA layout, NCCL
-presets, sizing, cost, node labels and autoscaler tags, FSx facts, zone
-choice and the Kubernetes manifests of jobs and queues. The
-ComponentResources one level up wire these into resources.
+Layered bottom-up; a module imports only from its own layer or below
+(tests/test_structure.py holds it to that):
+
+    problems, versions, namespaces   errors and pins everything shares
+    hardware/                        instance catalog, EFA, NCCL, zones, registries
+    config/                          the stack config schema and its reading
+    storage/, planning/              S3 and FSx facts; sizing, cost, teardown, schedule
+    kube/, stack_config              Kubernetes objects; config + the checks that need planning
+
+The ComponentResources in components/aws and components/kubernetes wire
+these into resources.
 """

@@ -3,7 +3,7 @@
 EFA does not cross zones, so every GPU pool and the file system live in a
 single zone. Zone *names* map to physical zones differently in every
 account; zone *IDs* do not, and EKS refuses some IDs for the cluster's
-subnets. Pure: `components.lookups.lookup_zones` asks AWS and calls
+subnets. Pure: `components.aws.lookups.lookup_zones` asks AWS and calls
 `choose_zones`.
 """
 

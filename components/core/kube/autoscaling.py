@@ -131,12 +131,3 @@ def iam_policy(cluster_name: str, account_id: str, region: str, partition: str =
                  f"autoscaling:ResourceTag/{nodepool.AUTOSCALER_TAG_PREFIX}/{cluster_name}": "owned"}}},
         ],
     })
-
-
-def removal_minutes(pool: GpuPoolConfig) -> int:
-    """Roughly how long an idle node of the pool keeps billing: idleMinutes, then drain and termination.
-
-    The autoscaler scans every 10 s; draining a node without training pods
-    is quick, and EC2 takes a minute or two to terminate a GPU instance.
-    """
-    return pool.idle_minutes + 2

@@ -1,6 +1,6 @@
 """Pure builders of the job manifests: MPIJob (mpirun), TrainJob (torchrun), the nccl-tests fabric check.
 
-Plain dicts in, plain dicts out, no Pulumi: components/training_job.py
+Plain dicts in, plain dicts out, no Pulumi: components/kubernetes/training_job.py
 registers them. Workers are the whole-node pods of components.core.kube.workers;
 every job is queued in Kueue (components.core.kube.queueing) with its run
 deadline, and `launcher: torchrun` jobs are Kubeflow Trainer v2 TrainJobs

@@ -3,7 +3,7 @@
 `deploy/v2beta1/mpi-operator.yaml` of kubeflow/mpi-operator (Namespace,
 ServiceAccount, ClusterRoles, ClusterRoleBinding, Deployment), built here
 because nothing is downloaded at deploy time; the CRD is the upstream file
-vendored in components/manifests/ (see its README). components/operators.py
+vendored in components/manifests/ (see its README). components/kubernetes/operators.py
 registers them.
 """
 

@@ -1,7 +1,7 @@
 """What a GPU node looks like to Kubernetes and to the cluster autoscaler.
 
 Pure: a pool's config in, labels, taints, autoscaler tags and nodeadm user
-data out. `components/gpu_pool.py` puts them on the launch template, the
+data out. `components/aws/gpu_pool.py` puts them on the launch template, the
 managed node group and its Auto Scaling group; the device plugins select
 nodes by the same labels and tolerate the same taint.
 """

@@ -18,6 +18,7 @@ import yaml
 from components.core import namespaces
 from components.core import versions as v
 from components.core.config import GpuPoolConfig, SystemNodesConfig
+from components.core.hardware import catalog
 from components.core.kube import nodepool, workers
 from components.core.kube.nodepool import SYSTEM_NODE_LABEL
 
@@ -151,8 +152,6 @@ def pool_quota(pool: GpuPoolConfig, resources: Sequence[str]) -> dict[str, str]:
 
 def system_quota(system: SystemNodesConfig, resources: Sequence[str]) -> dict[str, str]:
     """Room on the system nodes for MPIJob launchers (cpu and memory only)."""
-    from components.core.hardware import catalog
-
     node = catalog.get(system.instance_type)
     cores = int(system.count * node.vcpus * SYSTEM_SHARE_FOR_LAUNCHERS * 1000)
     memory = int(system.count * node.memory_gib * SYSTEM_SHARE_FOR_LAUNCHERS)

@@ -16,7 +16,7 @@ Field names are Trainer v2.3.0's (pkg/apis/trainer/v1alpha1 and
 - Pod annotations reach pods only from the runtime's pod template
   (TrainJob labels do not propagate): safe-to-evict is set there.
 - runtimeRef, trainer and activeDeadlineSeconds are immutable: a changed
-  job is replaced (components/training_job.py).
+  job is replaced (components/kubernetes/training_job.py).
 - No runtimePatches and no suspend of ours: Kueue's webhook sets suspend and
   adds its own patch (manager kueue.x-k8s.io/manager) on create; a job's
   own mount path gets its own runtime instead.

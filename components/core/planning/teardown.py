@@ -3,7 +3,7 @@
 A job ends at the earliest of its own end, `runPolicy.activeDeadlineSeconds`
 and the deadline `maxCostUsd` buys (nodes x the pool's hourly price); its
 pods are then cleaned up and its pool's idle nodes are removed after
-`idleMinutes` (components.core.kube.autoscaling.removal_minutes).
+`idleMinutes` (removal_minutes below).
 """
 
 from __future__ import annotations
@@ -12,15 +12,13 @@ import math
 from dataclasses import dataclass
 
 from components.core.config import GpuPoolConfig, JobConfig, StackConfig
-from components.core.kube import autoscaling
+from components.core.hardware import catalog
 
 # A cost bound that buys less than this is a mistake, not a bound.
 MIN_DEADLINE_SECONDS = 600
 
 
 def job_price_per_hour(job: JobConfig, pool: GpuPoolConfig, prices: dict[str, float] | None = None) -> float:
-    from components.core.hardware import catalog
-
     return job.nodes * catalog.price(pool.instance_type, prices)
 
 
@@ -60,8 +58,17 @@ def teardown(job: JobConfig, cfg: StackConfig) -> Teardown:
     source = None
     if deadline is not None:
         source = "maxCostUsd" if deadline == cost_deadline_seconds(job, pool, cfg.prices) else "activeDeadlineSeconds"
-    tail_minutes = autoscaling.removal_minutes(pool)
+    tail_minutes = removal_minutes(pool)
     worst = None
     if deadline is not None:
         worst = round(job_price_per_hour(job, pool, cfg.prices) * (deadline / 3600 + tail_minutes / 60), 2)
     return Teardown(deadline, source, worst, tail_minutes, job.run_policy.clean_pod_policy)
+
+
+def removal_minutes(pool: GpuPoolConfig) -> int:
+    """Roughly how long an idle node of the pool keeps billing: idleMinutes, then drain and termination.
+
+    The autoscaler scans every 10 s; draining a node without training pods
+    is quick, and EC2 takes a minute or two to terminate a GPU instance.
+    """
+    return pool.idle_minutes + 2

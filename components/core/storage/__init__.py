@@ -1,0 +1,1 @@
+"""Storage facts: the S3 bucket's naming and lifecycle, FSx for Lustre sizing and links, the FSx CSI volume."""

@@ -20,7 +20,7 @@ import pulumi_kubernetes as k8s
 from components.core.config import GpuPoolConfig, JobConfig, StorageConfig
 from components.core.hardware import nccl
 from components.core.kube import launcher
-from components.kubernetes import KubernetesObject
+from components.kubernetes.objects import KubernetesObject
 
 
 def _job_options(component: pulumi.Resource, provider: k8s.Provider,

@@ -13,7 +13,8 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from components import iam
+from components.aws import iam
+from components.aws.storage import Storage
 from components.core.storage.fsx_volume import (
     CLAIM_NAME,
     CSI_ADDON,
@@ -23,7 +24,6 @@ from components.core.storage.fsx_volume import (
     persistent_volume_claim,
     pv_name,
 )
-from components.storage import Storage
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from components import iam
+from components.aws import iam
 from components.core.config import StackConfig, support_type
 from components.core.kube.nodepool import SYSTEM_NODE_LABEL
 

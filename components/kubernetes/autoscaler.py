@@ -15,7 +15,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from components import iam
+from components.aws import iam
 from components.core import versions as v
 from components.core.config import GpuPoolConfig
 from components.core.kube import autoscaling

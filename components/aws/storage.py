@@ -2,7 +2,7 @@
 
 The AWS side only: it needs the VPC, the GPU subnet and the client security
 groups, so FSx (~10 min, +~7 min for its one S3 link) is created while EKS
-is. `components.fsx_volume.FsxVolume` is the cluster side. On the way out,
+is. `components.kubernetes.fsx_volume.FsxVolume` is the cluster side. On the way out,
 the link's delete hook exports the file system to S3 first
 (components.hooks), and a bucket the stack may delete is guarded.
 """
@@ -15,11 +15,11 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_random as random
 
+from components.aws.lookups import BucketRef
 from components.core.config import StorageConfig
 from components.core.storage import bucket as bucketlib
 from components.core.storage import fsx as fsxlib
 from components.hooks import StackHooks
-from components.lookups import BucketRef
 
 
 @dataclass(frozen=True)

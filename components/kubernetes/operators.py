@@ -24,7 +24,7 @@ import pulumi_kubernetes as k8s
 from components.core import versions as v
 from components.core.config import GpuPoolConfig, JobConfig
 from components.core.kube import mpi_operator, trainer
-from components.kubernetes import KubernetesObject, release_in_own_namespace
+from components.kubernetes.objects import KubernetesObject, release_in_own_namespace
 
 # The CRDs each chart installs (one definition of each in the cluster; tests
 # check no two sources overlap): Trainer 2.3.0 templates/crd/ and JobSet 0.12.0

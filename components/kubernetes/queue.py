@@ -19,7 +19,7 @@ import pulumi_kubernetes as k8s
 from components.core import versions as v
 from components.core.config import GpuPoolConfig, SystemNodesConfig
 from components.core.kube import queueing
-from components.kubernetes import KubernetesObject, release_in_own_namespace
+from components.kubernetes.objects import KubernetesObject, release_in_own_namespace
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,1 @@
+"""ComponentResources in the cluster: device plugins, autoscaler, FSx volume, operators, queue, training jobs."""
