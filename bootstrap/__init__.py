@@ -1,1 +1,1 @@
-"""The operator CLI: `python -m bootstrap <verb>` (plan, size, nccl-report)."""
+"""The operator CLI, `python -m bootstrap <verb>`: verbs/ over offline/ (mock runtime, plan), account/ (AWS checks), deployed/ (stack operations)."""

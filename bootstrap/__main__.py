@@ -10,17 +10,17 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 VERBS = {
-    "plan": ("bootstrap.plan", "offline plan of a stack under the mock runtime"),
-    "diff": ("bootstrap.diff", "compare two `plan --json` outputs: a Markdown report of what changes"),
-    "backend": ("bootstrap.backend", "create or verify the S3 state backend and KMS secrets key"),
-    "preflight": ("bootstrap.preflight", "check the account against a stack before `pulumi up`"),
-    "whoami": ("bootstrap.whoami", "the IAM ARN of your AWS credentials, for adminPrincipalArns"),
-    "upgrade": ("bootstrap.upgrade", "resolve newer AMI and add-on pins for a stack, show and write them"),
-    "destroy": ("bootstrap.destroy", "export FSx to S3, then destroy the stack; keeps the bucket"),
-    "pause": ("bootstrap.pause", "hold the queue and let the GPU pools scale to zero"),
-    "resume": ("bootstrap.pause:resume_main", "release the queue after a pause"),
-    "size": ("bootstrap.size", "memory, time and cost of training a model (no cloud, no Pulumi)"),
-    "nccl-report": ("bootstrap.nccl_report", "judge nccl-tests output: bus bandwidth, EFA or socket fallback"),
+    "plan": ("bootstrap.verbs.plan", "offline plan of a stack under the mock runtime"),
+    "diff": ("bootstrap.verbs.diff", "compare two `plan --json` outputs: a Markdown report of what changes"),
+    "backend": ("bootstrap.verbs.backend", "create or verify the S3 state backend and KMS secrets key"),
+    "preflight": ("bootstrap.verbs.preflight", "check the account against a stack before `pulumi up`"),
+    "whoami": ("bootstrap.verbs.whoami", "the IAM ARN of your AWS credentials, for adminPrincipalArns"),
+    "upgrade": ("bootstrap.verbs.upgrade", "resolve newer AMI and add-on pins for a stack, show and write them"),
+    "destroy": ("bootstrap.verbs.destroy", "export FSx to S3, then destroy the stack; keeps the bucket"),
+    "pause": ("bootstrap.verbs.pause", "hold the queue and let the GPU pools scale to zero"),
+    "resume": ("bootstrap.verbs.pause:resume_main", "release the queue after a pause"),
+    "size": ("bootstrap.verbs.size", "memory, time and cost of training a model (no cloud, no Pulumi)"),
+    "nccl-report": ("bootstrap.verbs.nccl_report", "judge nccl-tests output: bus bandwidth, EFA or socket fallback"),
 }
 
 

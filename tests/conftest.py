@@ -13,7 +13,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bootstrap import mocks, stackfile  # noqa: E402
+from bootstrap import stackfile  # noqa: E402
+from bootstrap.offline import mocks  # noqa: E402
 from components.core import config  # noqa: E402
 from components.core.stack_config import parse as parse_stack  # noqa: E402
 

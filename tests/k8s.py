@@ -20,7 +20,7 @@ SCHEMAS = Path(__file__).resolve().parent.parent.parent / "shared" / "schemas"
 
 def k8s_objects(recording) -> list[dict[str, Any]]:
     """Plain Kubernetes objects (not Helm releases, ConfigFiles or providers)."""
-    from bootstrap.plan import kubernetes_objects
+    from bootstrap.offline.plan_report import kubernetes_objects
 
     return kubernetes_objects(recording)
 

@@ -8,7 +8,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from bootstrap import backend, github_oidc
+from bootstrap.account import github_oidc, state_backend
+from bootstrap.verbs import backend
 
 BUCKET = "acme-pulumi-state"
 
@@ -115,8 +116,8 @@ def test_a_bucket_name_someone_else_holds_is_refused(monkeypatch, call, code, me
         if call == "create_bucket":
             stub.add_client_error("head_bucket", "404", "Not Found")
         stub.add_client_error(call, code, "denied")
-        with pytest.raises(backend.BackendError, match=f"s3://{BUCKET} {message}; choose another name"):
-            backend.ensure_bucket(s3, BUCKET, "us-east-1")
+        with pytest.raises(state_backend.BackendError, match=f"s3://{BUCKET} {message}; choose another name"):
+            state_backend.ensure_bucket(s3, BUCKET, "us-east-1")
 
 
 def test_bad_arguments_stop_before_any_call(capsys):

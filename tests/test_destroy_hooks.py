@@ -8,7 +8,7 @@ import pulumi
 import pytest
 from moto import mock_aws
 
-from bootstrap import mocks
+from bootstrap.offline import mocks
 from components.hooks import (
     BUCKET_HOOK,
     ENI_HOOK,

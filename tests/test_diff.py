@@ -7,8 +7,10 @@ import json
 
 import pytest
 
-from bootstrap import diff, mocks, plan_report, stackfile
-from bootstrap.replacements import forces_replacement
+from bootstrap import stackfile
+from bootstrap.offline import mocks, plan_diff, plan_report
+from bootstrap.offline.replacements import forces_replacement
+from bootstrap.verbs import diff
 from components.core.hardware import catalog
 from components.core.stack_config import parse as parse_stack
 from tests.conftest import stack_raw
@@ -36,7 +38,7 @@ BASE = plan(
 
 
 def report(old: dict, new: dict) -> str:
-    return diff.render(diff.compare(old, new))
+    return plan_diff.render(plan_diff.compare(old, new))
 
 
 def changed(**edits) -> dict:
@@ -167,7 +169,7 @@ def prod_pair() -> tuple[dict, dict]:
 
 def test_a_larger_pool_changes_its_node_group_quota_and_cost_and_nothing_else(prod_pair):
     old, new = prod_pair
-    result = diff.compare(old, new)
+    result = plan_diff.compare(old, new)
     assert (result.added, result.removed) == ([], [])
     assert {c.row["name"]: [p for p, _, _ in c.properties] for c in result.changed} == {
         "gpucluster-prod-h100-node-group": ["scalingConfig.maxSize"],
@@ -175,7 +177,7 @@ def test_a_larger_pool_changes_its_node_group_quota_and_cost_and_nothing_else(pr
             f"spec.resourceGroups[0].flavors[1].resources[{i}].nominalQuota" for i in range(5)],
     }
     assert not any(c.replaced for c in result.changed)
-    text = diff.render(result)
+    text = plan_diff.render(result)
     four_more = 4 * catalog.price("p5.48xlarge")
     before = old["cost"]["maxPerHour"]
     assert f"| at maximum scale | ${before:,.2f} | ${before + four_more:,.2f} | +{four_more:,.2f} |" in text

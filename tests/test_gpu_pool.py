@@ -12,7 +12,7 @@ import moto
 import pytest
 import yaml
 
-from bootstrap import mocks
+from bootstrap.offline import mocks
 from components.aws.gpu_pool import AUTOSCALED_PROPERTY, GpuNodePool, GpuNodePoolArgs
 from components.aws.lookups import Reservation, reservation_problems
 from components.core import config, versions

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bootstrap import nccl_report
+from bootstrap.verbs import nccl_report
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).parent / "data" / "nccl"
@@ -199,7 +199,6 @@ def test_bad_arguments_exit_2(argv, capsys):
     assert "usage:" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(not (REPO / "bootstrap" / "__main__.py").exists(), reason="bootstrap/__main__.py not there yet")
 def test_python_m_bootstrap_nccl_report():
     ok = subprocess.run([sys.executable, "-m", "bootstrap", "nccl-report", str(P5_LOG), "--instance-type",
                          "p5.48xlarge", "--json"], cwd=REPO, capture_output=True, text=True, timeout=60)

@@ -14,7 +14,7 @@ from components.core.problems import ConfigError
 
 @pytest.fixture(scope="module")
 def dev(request):
-    from bootstrap import mocks
+    from bootstrap.offline import mocks
     from tests.conftest import stack_raw
 
     return mocks.run_program(stack_raw("dev"), "dev")
@@ -22,7 +22,7 @@ def dev(request):
 
 @pytest.fixture(scope="module")
 def prod():
-    from bootstrap import mocks
+    from bootstrap.offline import mocks
     from tests.conftest import stack_raw
 
     return mocks.run_program(stack_raw("prod"), "prod")
@@ -105,7 +105,7 @@ def test_program_picks_the_zone_offering_the_pool_type(run_stack):
 
 
 def test_mocked_zones_are_awss_names_and_ids_for_the_region():
-    from bootstrap.mocks import GpuClusterMocks, PlanDataError
+    from bootstrap.offline.mocks import GpuClusterMocks, PlanDataError
 
     mocks = GpuClusterMocks("us-east-1")
     assert list(zip(mocks.zones, mocks.zone_ids))[:5] == [(z.name, z.zone_id) for z in ZONES]
@@ -203,7 +203,7 @@ def test_eks_control_plane_contract(dev):
 
 
 def test_an_existing_log_group_is_adopted_not_created(monkeypatch):
-    from bootstrap import mocks
+    from bootstrap.offline import mocks
     from tests.conftest import stack_raw
 
     original = mocks.GpuClusterMocks.__init__
@@ -251,7 +251,7 @@ def test_admin_access_entries_are_exactly_the_configured_ones(run_stack):
 
 
 def test_the_same_admins_whoever_deploys(run_stack, monkeypatch):
-    from bootstrap import mocks
+    from bootstrap.offline import mocks
 
     first = run_stack("dev", {"gpucluster:adminPrincipalArns": ADMINS})
     monkeypatch.setattr(mocks, "DEPLOYER_ROLE", "arn:aws:iam::000000000000:role/ci-preview")

@@ -12,7 +12,9 @@ import yaml
 from botocore.stub import Stubber
 from moto import mock_aws
 
-from bootstrap import stackfile, upgrade, whoami
+from bootstrap import stackfile
+from bootstrap.account import identity
+from bootstrap.account import pins as pin_resolution
 from components.core import config
 from components.core.config.values import check_principal_arn
 from components.core.stack_config import parse as parse_stack
@@ -30,9 +32,9 @@ def addon_versions(name: str, *rows: tuple[str, list[str]]) -> dict:
 def test_newest_compatible_version_compares_builds_numerically():
     response = addon_versions("vpc-cni", ("v1.22.4-eksbuild.3", ["1.35", "1.34"]), ("v1.22.10-eksbuild.1", ["1.35"]),
                               ("v1.23.2-eksbuild.1", ["1.36"]), ("v1.22.4-eksbuild.12", ["1.35"]))
-    assert upgrade.newest_addon_version(response, "1.35") == "v1.22.10-eksbuild.1"
-    with pytest.raises(upgrade.UpgradeError, match="no version of the add-on is compatible with Kubernetes 1.32"):
-        upgrade.newest_addon_version(response, "1.32")
+    assert pin_resolution.newest_addon_version(response, "1.35") == "v1.22.10-eksbuild.1"
+    with pytest.raises(pin_resolution.UpgradeError, match="no version of the add-on is compatible with Kubernetes 1.32"):
+        pin_resolution.newest_addon_version(response, "1.32")
 
 
 def stubbed(kubernetes_version: str, ami: str, versions: dict[str, str]):
@@ -57,22 +59,22 @@ NEWER = {**PINS["addons"], "vpc-cni": "v1.23.2-eksbuild.1", "coredns": "v1.14.6-
 def test_resolve_asks_ssm_and_eks_and_the_diff_names_each_change():
     ssm, eks, ssm_stub, eks_stub = stubbed("1.35", "1.35.8-20260930", NEWER)
     with ssm_stub, eks_stub:
-        pins = upgrade.resolve(ssm, eks, "1.35")
+        pins = pin_resolution.resolve(ssm, eks, "1.35")
     ssm_stub.assert_no_pending_responses()
     eks_stub.assert_no_pending_responses()
     assert pins == {"amiReleaseVersion": "1.35.8-20260930", "addons": NEWER}
-    assert upgrade.diff(PINS, pins) == [
+    assert pin_resolution.diff(PINS, pins) == [
         "amiReleaseVersion: 1.35.6-20260714 -> 1.35.8-20260930",
         "addons.vpc-cni: v1.22.4-eksbuild.3 -> v1.23.2-eksbuild.1",
         "addons.coredns: v1.14.3-eksbuild.3 -> v1.14.6-eksbuild.4",
     ]
-    assert upgrade.diff(pins, pins) == []
+    assert pin_resolution.diff(pins, pins) == []
 
 
 def test_rewrite_replaces_only_the_pins_and_keeps_the_rest_of_the_file():
     text = (ROOT / "Pulumi.prod.yaml").read_text()
     pins = {"amiReleaseVersion": "1.35.8-20260930", "addons": NEWER}
-    new = upgrade.rewrite(text, pins)
+    new = pin_resolution.rewrite(text, pins)
     assert yaml.safe_load(new)["config"]["gpucluster:versions"] == pins
     before, after = yaml.safe_load(text)["config"], yaml.safe_load(new)["config"]
     assert {k: val for k, val in before.items() if k != "gpucluster:versions"} == \
@@ -89,7 +91,7 @@ def test_rewrite_replaces_only_the_pins_and_keeps_the_rest_of_the_file():
 def test_rewrite_to_the_next_kubernetes_version_adds_the_block_when_missing():
     text = 'config:\n  aws:region: us-east-1\n  gpucluster:kubernetesVersion: "1.35"\n  gpucluster:jobs: []\n'
     pins = {"amiReleaseVersion": "1.36.4-20261003", "addons": {"kube-proxy": "v1.36.0-eksbuild.14"}}
-    new = yaml.safe_load(upgrade.rewrite(text, pins, "1.36"))["config"]
+    new = yaml.safe_load(pin_resolution.rewrite(text, pins, "1.36"))["config"]
     assert new["gpucluster:kubernetesVersion"] == "1.36" and new["gpucluster:versions"] == pins
     assert new["gpucluster:jobs"] == []
 
@@ -122,7 +124,7 @@ def test_an_assumed_role_session_becomes_the_roles_arn_with_its_path(aws):
     creds = sts.assume_role(RoleArn=role["Arn"], RoleSessionName="me")["Credentials"]
     session = boto3.Session(aws_access_key_id=creds["AccessKeyId"], aws_secret_access_key=creds["SecretAccessKey"],
                             aws_session_token=creds["SessionToken"], region_name="us-east-1")
-    arn, note = whoami.principal_arn(session.client("sts"), session.client("iam"))
+    arn, note = identity.principal_arn(session.client("sts"), session.client("iam"))
     assert arn == "arn:aws:iam::210987654321:role/platform/Deployer" == role["Arn"] and note is None
     assert check_principal_arn(arn) is None  # what adminPrincipalArns accepts
 
@@ -133,7 +135,7 @@ def test_an_iam_user_is_its_own_arn(aws):
     key = iam.create_access_key(UserName="alice")["AccessKey"]
     session = boto3.Session(aws_access_key_id=key["AccessKeyId"], aws_secret_access_key=key["SecretAccessKey"],
                             region_name="us-east-1")
-    arn, note = whoami.principal_arn(session.client("sts"), session.client("iam"))
+    arn, note = identity.principal_arn(session.client("sts"), session.client("iam"))
     assert arn == "arn:aws:iam::210987654321:user/alice" and note is None
 
 
@@ -153,7 +155,7 @@ class _Sts:
 
 
 def test_without_iam_get_role_the_path_is_flagged():
-    arn, note = whoami.principal_arn(_Sts("arn:aws:sts::210987654321:assumed-role/Deployer/me"), _DeniedIam())
+    arn, note = identity.principal_arn(_Sts("arn:aws:sts::210987654321:assumed-role/Deployer/me"), _DeniedIam())
     assert arn == "arn:aws:iam::210987654321:role/Deployer"
     assert note == ("iam:GetRole on Deployer failed (AccessDenied): if the role has a path, the ARN is "
                     "arn:aws:iam::210987654321:role/<path>/Deployer")
@@ -164,5 +166,5 @@ def test_without_iam_get_role_the_path_is_flagged():
     ("arn:aws:sts::210987654321:federated-user/bob", "is not an IAM role or user session"),
 ])
 def test_identities_eks_cannot_admit(arn, message):
-    with pytest.raises(whoami.WhoamiError, match=message):
-        whoami.principal_arn(_Sts(arn), _DeniedIam())
+    with pytest.raises(identity.WhoamiError, match=message):
+        identity.principal_arn(_Sts(arn), _DeniedIam())

@@ -169,7 +169,7 @@ def test_missing_stack_is_a_clean_error():
 
 
 def test_bad_config_registers_nothing():
-    from bootstrap import mocks
+    from bootstrap.offline import mocks
     from tests.conftest import stack_raw
 
     raw = stack_raw("dev", {"gpucluster:network": {"cidr": "bogus"}})
@@ -186,7 +186,7 @@ def test_cli_usage():
 
 
 def test_zone_without_the_pool_type_fails_before_any_resource():
-    from bootstrap import mocks
+    from bootstrap.offline import mocks
     from tests.conftest import stack_raw
 
     # AWS's offerings as shipped in moto: p6-b200.48xlarge only in us-east-1c.

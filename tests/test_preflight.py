@@ -11,8 +11,11 @@ import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
 
-from bootstrap import mocks, preflight, preflight_checks, stackfile
-from bootstrap.preflight_checks import FAIL, PASS, UNKNOWN, WARN, Context
+from bootstrap import stackfile
+from bootstrap.account import checks as preflight_checks
+from bootstrap.account.checks import FAIL, PASS, UNKNOWN, WARN, Context
+from bootstrap.offline import mocks
+from bootstrap.verbs import preflight
 from tests.conftest import stack_config
 
 ACCOUNT = "210987654321"  # moto's account for these tests (its default is an AWS documentation account)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bootstrap import mocks
-from bootstrap.plan import kubernetes_objects
+from bootstrap.offline import mocks
+from bootstrap.offline.plan_report import kubernetes_objects
 from components.core.hardware import catalog
 from tests.conftest import stack_config, stack_raw
 from tests.k8s import validate_core, validate_custom

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bootstrap import size as size_cli
+from bootstrap.verbs import size as size_cli
 from components.core.planning import sizing
 from components.core.planning.sizing import SizingError, SizingInput, size
 
@@ -276,12 +276,6 @@ def test_cli_argparse_errors_exit_2(capsys):
     assert "--params" in err and "invalid int value: 'many'" in err
 
 
-def test_plan_job_sizing_is_size():
-    r = size_cli.plan_job_sizing("70B", "1T", instance_type=P5, nodes=3, zero_stage=3, mfu=0.4)
-    assert r.fits is True and r.min_nodes == 3 and r.cost_usd is not None
-
-
-@pytest.mark.skipif(not (REPO / "bootstrap" / "__main__.py").exists(), reason="bootstrap/__main__.py not there yet")
 def test_python_m_bootstrap_size():
     ok = subprocess.run([sys.executable, "-m", "bootstrap", "size", "--params", "7B", "--instance-type", P5,
                          "--nodes", "1", "--zero-stage", "3", "--json"],

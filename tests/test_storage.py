@@ -9,7 +9,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pytest
 
-from bootstrap import mocks
+from bootstrap.offline import mocks
 from components.aws.cluster import Cluster, ClusterArgs
 from components.aws.network import Network, NetworkArgs
 from components.aws.storage import Storage, StorageArgs

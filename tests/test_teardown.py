@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from bootstrap import mocks
+from bootstrap.offline import mocks
 from components.core import config
 from components.core.kube import trainer
 from components.core.planning import cost
@@ -304,7 +304,8 @@ def test_grace_period_bounds(value):
 def test_the_plan_shows_the_pause_and_its_cost_per_hour(tmp_path, capsys):
     import json
 
-    from bootstrap import plan, stackfile
+    from bootstrap import stackfile
+    from bootstrap.verbs import plan
 
     pools = [{"name": "h100", "instanceType": "p5.48xlarge", "minNodes": 2, "maxNodes": 16, "rootVolumeGiB": 500}]
     text = (stackfile.PROJECT_DIR / "Pulumi.prod.yaml").read_text()

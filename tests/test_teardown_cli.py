@@ -16,7 +16,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from bootstrap import automation, destroy, mocks, pause, stackfile
+from bootstrap import stackfile
+from bootstrap.deployed import automation, pausing, teardown
+from bootstrap.offline import mocks
+from bootstrap.verbs import pause
 from components.aws.lookups import DESTROYING_ENV
 from components.hooks import SKIP_EXPORT_ENV, bucket_guard
 from tests.conftest import stack_raw
@@ -88,7 +91,7 @@ def destroy_args(stack: str, *flags: str) -> argparse.Namespace:
 def run_destroy(tmp_path, stack, state, *flags, holds=False, ask=None, fake=None):
     fake = fake or FakeStack(state)
     lines: list[str] = []
-    code = destroy.run(destroy_args(stack, *flags), select=lambda name: fake, holds_objects=lambda cfg, b: holds,
+    code = teardown.run(destroy_args(stack, *flags), select=lambda name: fake, holds_objects=lambda cfg, b: holds,
                        ask=ask, out=lines.append, project_dir=project(tmp_path, stack))
     return code, "\n".join(lines), fake
 
@@ -174,7 +177,7 @@ def test_an_unreachable_stack_is_a_clean_error(tmp_path, capsys):
     def no_cli(name):
         raise automation.AutomationError("the Pulumi CLI (3.182.0 or newer) is not on PATH")
 
-    code = destroy.run(destroy_args("prod", "--yes"), select=no_cli, out=lambda _: None,
+    code = teardown.run(destroy_args("prod", "--yes"), select=no_cli, out=lambda _: None,
                        project_dir=project(tmp_path, "prod"))
     assert code == 2
     assert capsys.readouterr().err == "gpucluster: the Pulumi CLI (3.182.0 or newer) is not on PATH\n"
@@ -182,7 +185,7 @@ def test_an_unreachable_stack_is_a_clean_error(tmp_path, capsys):
 
 def test_an_adopted_bucket_is_reported_kept(tmp_path, prod_state):
     lines: list[str] = []
-    destroy.run(destroy_args("prod"), select=lambda n: FakeStack(prod_state), ask=lambda p: "no",
+    teardown.run(destroy_args("prod"), select=lambda n: FakeStack(prod_state), ask=lambda p: "no",
                 out=lines.append, project_dir=project(tmp_path, "prod", {"gpucluster:storage": {
                     "bucketName": "kept-data", "fsx": {"deploymentType": "SCRATCH_2", "storageCapacityGiB": 1200}}}))
     assert "s3://kept-data, adopted by storage.bucketName: never touched by the stack" in "\n".join(lines)
@@ -195,7 +198,7 @@ def run_pause(tmp_path, paused=True, mode=None, apply=True, ask=None, fake=None)
     root = project(tmp_path, "prod")
     fake = fake or FakeStack([])
     lines: list[str] = []
-    code = pause.run("prod", paused, mode, apply, assume_yes=ask is None, select=lambda name: fake, ask=ask,
+    code = pausing.run("prod", paused, mode, apply, assume_yes=ask is None, select=lambda name: fake, ask=ask,
                      out=lines.append, project_dir=root)
     return code, "\n".join(lines), fake, (root / "Pulumi.prod.yaml").read_text()
 

@@ -52,7 +52,7 @@ def program(cfg, built: dict):
 @pytest.fixture(scope="module")
 def recordings():
     """dev, prod and prod-with-more-pools, each run once for the module."""
-    from bootstrap import mocks
+    from bootstrap.offline import mocks
     from tests.conftest import stack_raw
 
     out = {}

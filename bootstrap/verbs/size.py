@@ -17,16 +17,6 @@ import sys
 from components.core.planning.sizing import ACTIVATION_HEADROOM, SizingError, SizingInput, SizingResult, size
 
 
-def plan_job_sizing(params: float | str, tokens: float | str | None = None, *, instance_type: str,
-                    nodes: int, zero_stage: int = 0, tp: int = 1, pp: int = 1, mfu: float | None = None,
-                    achieved_tflops: float | None = None, recompute: bool = False,
-                    price_overrides: dict[str, float] | None = None) -> SizingResult:
-    """Sizing of one configured job for the offline plan; raises SizingError like `size`."""
-    return size(SizingInput(params=params, tokens=tokens, instance_type=instance_type, nodes=nodes,
-                            zero_stage=zero_stage, tp=tp, pp=pp, mfu=mfu, achieved_tflops=achieved_tflops,
-                            recompute=recompute, price_overrides=price_overrides))
-
-
 def main(argv: list[str]) -> int:
     try:
         args = _parser().parse_args(argv)

@@ -1,30 +1,13 @@
-"""`python -m bootstrap diff OLD.json NEW.json`: what changes between two offline plans, in Markdown.
-
-Compares two `python -m bootstrap plan --json` outputs (every resource with
-its inputs and options) and prints a Markdown report: resources added,
-removed and changed, with each changed property's path and old -> new
-value; the changes that make the provider replace a resource
-(bootstrap/replacements.py), those that replace data or running jobs
-first; retain/protect changes; and the estimated cost per hour at minimum
-and maximum scale, before and after. Identical plans print nothing.
-
-    python -m bootstrap plan --stack prod --json > base.json     # on the base branch
-    python -m bootstrap plan --stack prod --json > head.json     # on your branch
-    python -m bootstrap diff base.json head.json > report.md
-
-Exit codes: 0 (changes or not), 2 unreadable input.
-"""
+"""What changes between two offline plans (`plan --json` outputs): added, removed, replaced, updated; as Markdown."""
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bootstrap import replacements
+from bootstrap.offline import replacements
 
 OPTIONS = ("protect", "retainOnDelete", "deleteBeforeReplace", "ignoreChanges", "replaceOnChanges", "importId",
            "hooks")
@@ -192,21 +175,3 @@ def _property_lines(change: Changed) -> list[str]:
         lines.append(f"  - `{path}`: `{_short(was)}` → `{_short(now)}`{mark}")
     lines += [f"  - option `{name}`: `{_short(was)}` → `{_short(now)}`" for name, was, now in change.options]
     return lines
-
-
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bootstrap diff", description=__doc__.split("\n")[0])
-    parser.add_argument("old", type=Path, help="the base plan (`plan --json` output)")
-    parser.add_argument("new", type=Path, help="the new plan")
-    parser.add_argument("--out", type=Path, help="write the report to this file instead of stdout")
-    args = parser.parse_args(argv)
-    try:
-        report = render(compare(load_plan(args.old), load_plan(args.new)))
-    except PlanError as err:
-        print(f"gpucluster: {err}", file=sys.stderr)
-        return 2
-    if args.out:
-        args.out.write_text(report)
-    else:
-        sys.stdout.write(report)
-    return 0

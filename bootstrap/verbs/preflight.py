@@ -24,50 +24,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import urllib.request
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from bootstrap import preflight_checks as checks_
-from bootstrap import preflight_quotas, stackfile
-from bootstrap.preflight_checks import FAIL, UNKNOWN, Check, Context
+from bootstrap import stackfile
+from bootstrap.account.checklist import public_ip, run
+from bootstrap.account.checks import FAIL, Check
 from components.core import config
-
-CHECKS = (checks_.identity, checks_.zone_plan, preflight_quotas.vcpu_quotas, checks_.reservations,
-          preflight_quotas.network_quotas, preflight_quotas.eks_quotas, preflight_quotas.fsx_quota,
-          checks_.admins, checks_.endpoint, checks_.images)
-# AWS's what-is-my-address service (the README's `curl -s https://checkip.amazonaws.com`).
-CHECKIP_URL = "https://checkip.amazonaws.com"
-
-
-def public_ip() -> str | None:
-    try:
-        with urllib.request.urlopen(CHECKIP_URL, timeout=5) as response:  # noqa: S310 (a fixed https URL)
-            return response.read().decode().strip() or None
-    except OSError:
-        return None
-
-
-def run(cfg: config.StackConfig, standins: list[str], client: Callable, ip: Callable[[], str | None]) -> list[Check]:
-    ctx = Context(cfg=cfg, client=client, public_ip=ip, standins=tuple(standins))
-    results = [Check(f"{key} set", FAIL, f"not set in Pulumi.{cfg.stack}.yaml: {_how_to_set(key)}")
-               for key in standins]
-    for check in CHECKS:
-        name = check.__name__.replace("_", " ")
-        try:
-            results += check(ctx)
-        except Exception as err:  # AccessDenied, a missing API, no credentials: this check cannot tell
-            results.append(Check(name, UNKNOWN, f"{checks_.error_code(err)}: {err}"))
-    return results
-
-
-def _how_to_set(key: str) -> str:
-    if key.endswith("adminPrincipalArns"):
-        return ("pulumi config set --path 'gpucluster:adminPrincipalArns[0]' \"$(venv/bin/python -m bootstrap "
-                "whoami)\"")
-    return ("pulumi config set --path 'gpucluster:publicAccessCidrs[0]' \"$(curl -s https://checkip.amazonaws.com)/32\""
-            " (or deployerInVpc: true)")
 
 
 def render(results: list[Check]) -> str:

@@ -1,26 +1,12 @@
-"""`python -m bootstrap plan --stack dev`: the offline plan.
-
-Runs the real __main__.py under the mock runtime (bootstrap/mocks.py, the
-same one the tests use) and prints what `pulumi up` would create: a
-preview-like tree with key properties, counts by type, the GPU pools with
-their EFA fabric, storage throughput, job sizing, and the estimated
-on-demand cost per hour at minimum and maximum scale. `--out DIR` writes
-the resource list as JSON and every Kubernetes object as YAML.
-"""
+"""The offline plan as text: a preview-like resource tree with key properties, then the report's sections."""
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
-from pathlib import Path
 from typing import Any
 
-import yaml
-
-from bootstrap import mocks, stackfile
-from bootstrap.plan_report import build_report, integral, kubernetes_objects, resource_rows
-from components.core import config
+from bootstrap.offline import mocks
+from bootstrap.offline.plan_report import integral
 
 # Properties worth a glance in the tree, per resource type.
 KEY_PROPERTIES = {
@@ -53,7 +39,7 @@ def _short(value: Any) -> str:
     return str(value)
 
 
-def _tree(recording: mocks.Recording) -> list[str]:
+def resource_tree(recording: mocks.Recording) -> list[str]:
     children: dict[str, list[mocks.Registration]] = {}
     urns = {r.urn for r in recording.resources}
     for r in recording.resources:
@@ -158,58 +144,3 @@ def _duration(seconds: int) -> str:
     hours, rest = divmod(rest, 3600)
     minutes = rest // 60
     return " ".join(f"{n}{u}" for n, u in ((days, "d"), (hours, "h"), (minutes, "m")) if n) or f"{seconds}s"
-
-
-def write_out(out_dir: Path, recording: mocks.Recording) -> None:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "resources.json").write_text(json.dumps(resource_rows(recording), indent=2, sort_keys=True,
-                                                       default=str) + "\n")
-    k8s_dir = out_dir / "k8s"
-    k8s_dir.mkdir(exist_ok=True)
-    for old in k8s_dir.glob("*.yaml"):
-        old.unlink()
-    for obj in kubernetes_objects(recording):
-        meta = obj.get("metadata") or {}
-        parts = [obj.get("kind", "Object"), meta.get("namespace", ""), meta.get("name", "")]
-        fname = "-".join(p for p in parts if p).lower() + ".yaml"
-        (k8s_dir / fname).write_text(yaml.safe_dump(obj, sort_keys=True))
-
-
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bootstrap plan", description=__doc__.split("\n")[0])
-    parser.add_argument("--stack", default="dev", help="stack name: reads Pulumi.<stack>.yaml (default dev)")
-    parser.add_argument("--out", type=Path, help="write resources.json and k8s/*.yaml to this directory")
-    parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
-    parser.add_argument("--stack-file", type=Path, help="read this stack file instead of Pulumi.<stack>.yaml")
-    args = parser.parse_args(argv)
-    if args.out is not None and args.out.exists() and not args.out.is_dir():
-        print(f"gpucluster: --out {args.out}: exists and is not a directory", file=sys.stderr)
-        return 2
-
-    try:
-        cfg, raw, standins = stackfile.load_stack(args.stack, stack_file=args.stack_file, standins=True)
-        recording = mocks.run_program(raw, args.stack, project=stackfile.project_name())
-    except (stackfile.StackFileError, config.ConfigError) as err:
-        return stackfile.report(err)
-    except mocks.PlanDataError as err:
-        print(f"gpucluster: {err}", file=sys.stderr)
-        return 2
-    except Exception as err:  # the program's own clean errors (pulumi.RunError)
-        if type(err).__name__ != "RunError":
-            raise
-        print(str(err), file=sys.stderr)
-        return 1
-    report = build_report(cfg, recording, standins)
-    if args.json:
-        print(json.dumps(report, indent=2, sort_keys=True, default=str))
-    else:
-        print(render(report, _tree(recording)))
-    if args.out:
-        write_out(args.out, recording)
-        if not args.json:
-            print(f"\nwrote {args.out / 'resources.json'} and {len(kubernetes_objects(recording))} "
-                  f"Kubernetes objects to {args.out / 'k8s'}")
-    return 0
-
-
-

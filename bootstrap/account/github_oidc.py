@@ -17,7 +17,7 @@ import hashlib
 import json
 import re
 
-from bootstrap.steps import Step
+from bootstrap.account.steps import Step
 
 PROVIDER_HOST = "token.actions.githubusercontent.com"
 AUDIENCE = "sts.amazonaws.com"

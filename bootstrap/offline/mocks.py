@@ -28,7 +28,7 @@ from pulumi.runtime import rpc
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent
+PROJECT_DIR = Path(__file__).resolve().parents[2]
 # The mock account: all zeros, no one's. The deployer is the plan's stand-in admin.
 ACCOUNT_ID = "000000000000"
 DEPLOYER_ROLE = f"arn:aws:iam::{ACCOUNT_ID}:role/gpucluster-admin"

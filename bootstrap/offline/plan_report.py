@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from bootstrap import mocks, stackfile
+from bootstrap import stackfile
+from bootstrap.offline import mocks
 from components.core import config
 
 SECRET = "[secret]"

@@ -1,7 +1,7 @@
 """What `pulumi destroy` of a stack will delete, what it keeps, and what it leaves to you (pure).
 
 Read from the stack's state (`pulumi stack export`, resources as apitype
-ResourceV3 dicts) and its config; no cloud call. `bootstrap.destroy` prints
+ResourceV3 dicts) and its config; no cloud call. `bootstrap.verbs.destroy` prints
 it before asking, and the kept part again afterwards.
 """
 

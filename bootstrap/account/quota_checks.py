@@ -1,6 +1,6 @@
 """Service quota checks of `bootstrap preflight`: vCPUs per EC2 family, VPC and Elastic IPs, EKS, FSx.
 
-Each compares what the stack needs (bootstrap/quotas.py) plus what the
+Each compares what the stack needs (bootstrap/account/quotas.py) plus what the
 account uses already with the quota's applied value (or AWS's default).
 """
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from bootstrap import quotas
-from bootstrap.preflight_checks import FAIL, PASS, UNKNOWN, Check, Context, error_code
+from bootstrap.account import quotas
+from bootstrap.account.checks import FAIL, PASS, UNKNOWN, Check, Context, error_code
 
 
 def quota_value(sq, service: str, code: str) -> float:

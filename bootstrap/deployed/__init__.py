@@ -1,0 +1,1 @@
+"""Operations on a deployed stack through the Automation API: pause, resume, and destroy that keeps the data."""
