@@ -9,7 +9,6 @@ from components.aws.cluster import Cluster, ClusterArgs
 from components.aws.gpu_pool import GpuNodePool, GpuNodePoolArgs
 from components.aws.network import Network, NetworkArgs
 from components.aws.storage import Storage, StorageArgs
-from components.core import stack_config
 from components.core.config.values import is_admin
 from components.core.planning import cost
 from components.core.problems import ConfigError, raise_problems
@@ -20,10 +19,11 @@ from components.kubernetes.fsx_volume import FsxVolume, FsxVolumeArgs
 from components.kubernetes.operators import Operators, OperatorsArgs
 from components.kubernetes.queue import Queue, QueueArgs
 from components.kubernetes.training_job import FabricTest, FabricTestArgs, TrainingJob, TrainingJobArgs
+from components.stack import load as load_stack_config
 
 # Everything that can be wrong with the inputs is found before any resource registers.
 try:
-    cfg = stack_config.load()
+    cfg = load_stack_config()
     zones = lookups.lookup_zones(cfg)
     blocks = lookups.lookup_capacity_blocks(cfg)
     kept_bucket = lookups.lookup_bucket(cfg)

@@ -5,4 +5,5 @@ aws/         ComponentResources on AWS
 kubernetes/  ComponentResources inside the cluster
 hooks/       resource hooks that keep data on delete
 manifests/   vendored upstream manifests
+stack.py     the running program's config, from the Pulumi engine
 """

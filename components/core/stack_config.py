@@ -1,7 +1,7 @@
 """A stack's config, read end to end: the schema's validation, then the checks that need planning.
 
-The one entry point for the program (`load()`) and the verbs (`parse()`):
-every problem at once, before any resource registers.
+The one parser for the program (through `components.stack.load()`) and the
+verbs: every problem at once, before any resource registers.
 """
 
 from typing import Any
@@ -18,18 +18,3 @@ def parse(raw: dict[str, Any], project: str = "gpucluster", stack: str = "dev") 
     raise_problems(reading.problems + checks.problems(reading.config, reading.valid))
     return reading.config
 
-
-def raw_from_engine() -> dict[str, Any]:
-    """Every config key the Pulumi engine gave this program, as strings."""
-    from pulumi.runtime import config as runtime_config
-
-    raw: dict[str, Any] = dict(runtime_config.get_config_env())
-    raw.update(runtime_config.CONFIG.get())
-    return raw
-
-
-def load() -> StackConfig:
-    """The current stack's config, validated (raises ConfigError)."""
-    import pulumi
-
-    return parse(raw_from_engine(), pulumi.get_project(), pulumi.get_stack())

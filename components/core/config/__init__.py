@@ -1,7 +1,7 @@
 """The stack config: its schema (the types the program reads), the values AWS accepts, the engine's reading.
 
 `from components.core.config import StackConfig, GpuPoolConfig, ...` for
-the types; `components.core.stack_config.parse/load` to read a stack (it
+the types; `components.core.stack_config.parse` to read a stack (it
 adds the checks that need planning); docs.py writes the JSON Schema and
 the README's reference from the same schema.
 """
