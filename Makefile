@@ -2,7 +2,7 @@
 VENV ?= venv
 PY := $(VENV)/bin/python
 
-.PHONY: plan test lint
+.PHONY: plan test lint docs
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	python3 -m venv $(VENV)
@@ -18,3 +18,6 @@ test: $(VENV)/.installed  ## the test suite
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
+
+docs: $(VENV)/.installed  ## regenerate the config's JSON Schema and the README's reference from stack.py
+	$(PY) -m components.core.config.docs --write

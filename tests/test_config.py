@@ -62,14 +62,6 @@ def test_defaults_apply_when_keys_are_absent():
     assert cfg.training_namespace == "training"
 
 
-def test_pulumi_yaml_defaults_match_code_defaults():
-    from bootstrap.stackfile import project_defaults
-
-    defaults = project_defaults()
-    assert defaults["gpucluster:kubernetesVersion"] == config.DEFAULT_KUBERNETES_VERSION
-    assert defaults["gpucluster:trainingNamespace"] == "training"
-
-
 def test_all_problems_are_reported_at_once():
     found = problems({
         "gpucluster:kubernetesVersion": "1.20",

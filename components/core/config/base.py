@@ -52,11 +52,14 @@ def problem(message: str) -> PydanticCustomError:
 
 
 class Allowed:
-    """How to say what a value may be: `text` in messages ("must be <text>"), `short` in the README."""
+    """How to say what a value may be: `text` in messages ("must be <text>"), `short` in the README.
 
-    def __init__(self, text: str, short: str | None = None):
+    Without `text`, messages say what the type says ("an integer from 1200 to ...").
+    """
+
+    def __init__(self, text: str | None, short: str | None = None):
         self.text = text
-        self.short = short or text
+        self.short = short or text or ""
 
     def __repr__(self) -> str:
         return f"Allowed({self.text!r})"
@@ -117,8 +120,12 @@ Bool = Annotated[bool, BeforeValidator(_engine_bool), Strict()]
 
 
 def Text(pattern: str | None = None, allowed: str = "a string", *, short: str | None = None,  # noqa: N802
-         max_length: int | None = None, check: Callable[[str], str | None] | None = None) -> Any:
-    """A string matching `pattern` whole (and `check`, which returns why not), described as `allowed`."""
+         max_length: int | None = None, check: Callable[[str], str | None] | None = None,
+         suggest: tuple[str, ...] = ()) -> Any:
+    """A string matching `pattern` whole (and `check`, which returns why not), described as `allowed`.
+
+    `suggest`: the values `check` accepts, as an enum for editors.
+    """
     def validate(value: str) -> str:
         if pattern is not None and not re.fullmatch(pattern, value):
             raise problem(f"got {show(value)}; must be {allowed}")
@@ -133,18 +140,22 @@ def Text(pattern: str | None = None, allowed: str = "a string", *, short: str | 
         schema["pattern"] = f"^(?:{pattern})$"
     if max_length is not None:
         schema["maxLength"] = max_length
+    if suggest:
+        schema["enum"] = list(suggest)
     return Annotated[str, AfterValidator(validate), Allowed(allowed, short), WithJsonSchema(schema)]
 
 
 def Checked(tp: Any, check: Callable[[Any], str | None], allowed: str | None = None,  # noqa: N802
-            short: str | None = None) -> Any:
-    """`tp`, and `check(value)` (why not, or None) on top; `allowed` says what passes."""
+            short: str | None = None, json_schema: dict[str, Any] | None = None) -> Any:
+    """`tp`, and `check(value)` (why not, or None) on top; `allowed` says what passes, `json_schema` to editors."""
     def validate(value: Any) -> Any:
         if (reason := check(value)) is not None:
             raise problem(f"got {show(value)}; {reason}")
         return value
 
-    extra = (Allowed(allowed, short),) if allowed else ()
+    extra: tuple[Any, ...] = (Allowed(allowed, short),) if allowed or short else ()
+    if json_schema is not None:
+        extra += (WithJsonSchema(json_schema),)
     return Annotated[tp, AfterValidator(validate), *extra]
 
 
@@ -433,7 +444,7 @@ def _num(x: float) -> str:
 
 def what(slot: Slot) -> str:
     """What a value at `slot` must be, for messages: "an integer from 1 to 450", "one of a, b"."""
-    if (allowed := _allowed(slot.metadata)) is not None:
+    if (allowed := _allowed(slot.metadata)) is not None and allowed.text is not None:
         return allowed.text
     tp, b = slot.type, _bounds(slot.metadata)
     if get_origin(tp) is Literal:
@@ -476,18 +487,23 @@ def doc_type(slot: Slot) -> str:
     if tp in (int, float):
         noun = "int" if tp is int else "number"
         low, high = b.get("ge", b.get("gt")), b.get("le")
-        if low is not None and high is not None and "gt" not in b:
-            return f"{noun} {_num(low)}-{_num(high)}"
+        if low is not None and high is not None:
+            return f"{noun} {_num(low)}-{_num(high)}" if "gt" not in b else f"{noun} > {_num(low)}, <= {_num(high)}"
         if low is not None:
             return f"{noun} {'>' if 'gt' in b else '>='} {_num(low)}"
         return noun
     if get_origin(tp) in (tuple, list):
-        return f"list of {doc_type(unwrap(get_args(tp)[0]))}"
+        return f"list of {_plural(doc_type(unwrap(get_args(tp)[0])))}"
     if get_origin(tp) is dict:
         return f"map of {doc_type(unwrap(get_args(tp)[0]))} to {doc_type(unwrap(get_args(tp)[1]))}"
     if tp is str:
         return "string"
     return "mapping"
+
+
+def _plural(noun: str) -> str:
+    """ "string" -> "strings", "IAM role/user ARN" -> "IAM role/user ARNs"; a list of choices stays."""
+    return noun if "`" in noun or "|" in noun or noun.endswith("s") else f"{noun}s"
 
 
 def marker(slot: Slot, kind: type[Any]) -> Any:

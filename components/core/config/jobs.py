@@ -78,7 +78,7 @@ def _env_value(value: Any) -> Any:
 
 Image = Annotated[Text(IMAGE, "a container image pinned to a tag or digest (repo/name:tag)",
                        short="image pinned to a tag or digest"), AfterValidator(_not_latest)]
-EnvName = Text(ENV_NAME, "an environment variable name")
+EnvName = Text(ENV_NAME, "an environment variable name", short="variable name")
 EnvValue = Annotated[str, BeforeValidator(_env_value)]
 
 
@@ -133,7 +133,7 @@ class JobConfig(Model):
     run_policy: RunPolicyConfig = Field(default_factory=RunPolicyConfig, description="run bounds and cleanup")
     max_restarts: Int(ge=0, le=100) = Field(
         3, description="torchrun only: whole-gang restarts (the runtime's JobSet `failurePolicy.maxRestarts`)")
-    mount_path: Text(r"/[A-Za-z0-9._/-]*", "an absolute path") = Field(
+    mount_path: Text(r"/[A-Za-z0-9._/-]*", "an absolute path", short="absolute path") = Field(
         "/fsx", description="where the FSx claim is mounted")
     max_cost_usd: Number(gt=0) | None = Field(
         None, description="a cost bound: the run time it buys at nodes x the pool's price becomes the deadline (with "

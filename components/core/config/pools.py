@@ -30,8 +30,8 @@ def _gpu_type_problem(name: str) -> str | None:
 
 NodeCount = Int(ge=0, le=MAX_NODES_PER_MANAGED_NODE_GROUP)
 GpuType = Text(allowed="a GPU instance type", short="catalog GPU type: " + ", ".join(catalog.GPU_TYPES),
-               check=_gpu_type_problem)
-LabelKey = Text(K8S_LABEL_KEY, "a Kubernetes label key")
+               check=_gpu_type_problem, suggest=catalog.GPU_TYPES)
+LabelKey = Text(K8S_LABEL_KEY, "a Kubernetes label key", short="label key")
 LabelValue = Text(K8S_LABEL_VALUE, "a Kubernetes label value (at most 63 alphanumerics, -, _ or .)",
                   short="label value")
 

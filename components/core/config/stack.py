@@ -151,7 +151,8 @@ class VersionPins(Model):
                     "upgrade` writes it)")
     addons: Annotated[dict[Choice(*ADDONS), AddonVersion], WithJsonSchema({
         "type": "object", "additionalProperties": False, "required": list(ADDONS),
-        "properties": {a: {"type": "string", "pattern": f"^(?:{ADDON_VERSION})$"} for a in ADDONS}})] = Field(
+        "properties": {a: {"type": "string", "pattern": f"^(?:{ADDON_VERSION})$"} for a in ADDONS}}),
+        DefaultText("required: every one")] = Field(
         default_factory=dict, description="pinned versions of " + ", ".join(ADDONS) + " (kube-proxy of the cluster's "
                                           "minor)")
 

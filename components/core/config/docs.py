@@ -1,0 +1,221 @@
+"""The stack config's schema as documents: a JSON Schema for editors, and the README's configuration reference.
+
+Both come from StackKeys (stack.py), the one description of the config;
+`python -m components.core.config.docs --write` regenerates them and
+`--check` fails when a file differs (tests/test_config_docs.py runs it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, get_args, get_origin
+
+import yaml
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined
+
+from components.core.config.base import DefaultText, doc_type, field_slot, marker, unwrap
+from components.core.config.stack import KNOWN_NAMESPACES, NAMESPACE, StackKeys
+
+PROJECT_DIR = Path(__file__).resolve().parents[3]
+SCHEMA_FILE = Path(__file__).with_name("stack.schema.json")
+README = PROJECT_DIR / "README.md"
+# The README's generated table sits between these lines.
+BEGIN = "<!-- config-reference -->"
+END = "<!-- /config-reference -->"
+
+# The provider keys the program reads besides its own (engine.py).
+PROVIDER_ROWS = (
+    ("aws:region", "string", "required", "AWS region (one with EKS)"),
+    ("aws:profile`, `aws:assumeRoles", "provider config", "none",
+     "also used by the kubeconfig's `aws eks get-token` (`--profile`, `--role-arn` of the last role; an "
+     "`externalId` is refused: get-token cannot pass one)"),
+)
+
+
+# -- the README's reference ------------------------------------------------------
+
+
+def reference_rows(model: type[BaseModel] = StackKeys, prefix: str = "",
+                   optional_section: str | None = None) -> list[tuple[str, str, str, str]]:
+    """(key, type, default, meaning) for every leaf key: sections are walked, lists of sections as `key[]`.
+
+    `optional_section`: the key of the optional section `model` is, whose required keys are required only in it.
+    """
+    rows = []
+    for field in model.model_fields.values():
+        key = f"{prefix}{field.alias}"
+        slot = field_slot(field)
+        tp = slot.type
+        if _is_section(tp):
+            rows += reference_rows(tp, f"{key}.", None if field.is_required() else field.alias)
+        elif get_origin(tp) in (tuple, list) and _is_section(item := unwrap(get_args(tp)[0]).type):
+            rows += reference_rows(item, f"{key}[].")
+        else:
+            default = default_text(field)
+            if default == "required" and optional_section is not None:
+                default = f"required in `{optional_section}`"
+            rows.append((key, doc_type(slot), default, field.description or ""))
+    return rows
+
+
+def _is_section(tp: Any) -> bool:
+    return isinstance(tp, type) and issubclass(tp, BaseModel)
+
+
+def default_text(field: FieldInfo) -> str:
+    """The README's default column: what the program does when the key is absent."""
+    if (text := marker(field_slot(field), DefaultText)) is not None:
+        return text.text
+    if field.default is PydanticUndefined and field.default_factory is None:
+        return "required"
+    value = field.default_factory() if field.default_factory is not None else field.default  # type: ignore[call-arg]
+    if value is None:
+        return "none"
+    if isinstance(value, tuple):
+        value = list(value)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, str):
+        # Quoted where YAML would read the bare text as something else ("1.35").
+        return f"`{value}`" if yaml.safe_load(value) == value else f'`"{value}"`'
+    return f"`{json.dumps(value)}`"
+
+
+def reference_table() -> str:
+    lines = ["| key | type | default | meaning |", "|---|---|---|---|"]
+    for key, kind, default, meaning in (*PROVIDER_ROWS, *reference_rows()):
+        lines.append(f"| `{key}` | {kind} | {default} | {_cell(meaning)} |")
+    return "\n".join(lines)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def readme_with_reference(readme: str) -> str:
+    """The README with the generated table between its markers (ValueError when they are missing)."""
+    start, end = readme.find(BEGIN), readme.find(END)
+    if start < 0 or end < start:
+        raise ValueError(f"README.md lacks the markers {BEGIN!r} ... {END!r}")
+    return readme[: start + len(BEGIN)] + "\n" + reference_table() + "\n" + readme[end:]
+
+
+# -- the JSON Schema ----------------------------------------------------------------
+
+BOUND_KEYWORDS = {"ge": "minimum", "gt": "exclusiveMinimum", "le": "maximum", "lt": "exclusiveMaximum"}
+
+
+def _for_editors(node: Any, *, names: bool = False) -> Any:
+    """pydantic's schema as an editor wants it: no generated titles, and an optional key is just absent.
+
+    `names`: `node` maps property names to schemas (its keys are names, not keywords).
+    """
+    if isinstance(node, list):
+        return [_for_editors(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    if names:
+        return {key: _for_editors(value) for key, value in node.items()}
+    out = {}
+    for key, value in node.items():
+        if key == "title" or (key == "default" and value is None):
+            continue
+        # Int() and Number() bounds come out under pydantic's names, not JSON Schema's.
+        key = BOUND_KEYWORDS.get(key, key)
+        out[key] = _for_editors(value, names=key in ("properties", "$defs", "patternProperties"))
+    options = out.get("anyOf")
+    if isinstance(options, list) and {"type": "null"} in options:
+        # YAML's null is no way to leave a key unset: the engine passes it on as a value.
+        rest = [option for option in options if option != {"type": "null"}]
+        del out["anyOf"]
+        if len(rest) == 1:
+            out = {**rest[0], **out}
+        else:
+            out["anyOf"] = rest
+    return out
+
+
+def _top_level(schema: dict[str, Any]) -> dict[str, Any]:
+    """A top-level key's schema: `pulumi config set` stores a top-level value as a string, so "true" is a bool."""
+    if schema.get("type") != "boolean":
+        return schema
+    rest = {key: value for key, value in schema.items() if key != "type"}
+    return {"anyOf": [{"type": "boolean"}, {"enum": ["true", "false"]}], **rest}
+
+
+def stack_file_schema() -> dict[str, Any]:
+    """A JSON Schema (2020-12) for Pulumi.<stack>.yaml: our keys typed, the providers' passed through."""
+    keys = _for_editors(StackKeys.model_json_schema(by_alias=True, mode="validation", ref_template="#/$defs/{model}"))
+    properties = {f"{NAMESPACE}:{key}": _top_level(value) for key, value in keys["properties"].items()}
+    properties["aws:region"] = {"type": "string", "description": "AWS region (one with EKS), e.g. us-east-1"}
+    others = "|".join(ns for ns in KNOWN_NAMESPACES if ns != NAMESPACE)
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://github.com/gpucluster/gpucluster/components/core/config/stack.schema.json",
+        "title": "gpucluster stack file (Pulumi.<stack>.yaml)",
+        "description": "Generated from components/core/config/stack.py by `python -m components.core.config.docs "
+                       "--write`; the program validates the same rules and more (relationships between keys).",
+        "type": "object",
+        # secretsprovider, encryptedkey, encryptionsalt, environment: Pulumi's own.
+        "properties": {
+            "config": {
+                "type": "object",
+                "properties": properties,
+                # adminPrincipalArns and publicAccessCidrs are often set per deployer
+                # (`pulumi config set`), so the file need not hold them.
+                "required": ["aws:region", f"{NAMESPACE}:versions"],
+                "patternProperties": {f"^(?:{others}):": {}},
+                "additionalProperties": False,
+            },
+        },
+        "$defs": keys.get("$defs", {}),
+    }
+
+
+def schema_text() -> str:
+    return json.dumps(stack_file_schema(), indent=2, sort_keys=False) + "\n"
+
+
+# -- the command ----------------------------------------------------------------------
+
+
+def outdated(readme_path: Path = README, schema_path: Path = SCHEMA_FILE) -> list[Path]:
+    """The generated files that differ from what the schema yields now."""
+    stale = []
+    if not schema_path.exists() or schema_path.read_text() != schema_text():
+        stale.append(schema_path)
+    readme = readme_path.read_text()
+    if readme_with_reference(readme) != readme:
+        stale.append(readme_path)
+    return stale
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m components.core.config.docs", description=__doc__.split("\n")[0])
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--write", action="store_true", help="regenerate the JSON Schema and the README's reference")
+    mode.add_argument("--check", action="store_true", help="exit 1 when either is out of date")
+    args = parser.parse_args(argv)
+    try:
+        stale = outdated()
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    if args.check:
+        for path in stale:
+            print(f"out of date: {path.relative_to(PROJECT_DIR)} (run python -m components.core.config.docs --write)")
+        return 1 if stale else 0
+    SCHEMA_FILE.write_text(schema_text())
+    README.write_text(readme_with_reference(README.read_text()))
+    for path in stale:
+        print(f"wrote {path.relative_to(PROJECT_DIR)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
