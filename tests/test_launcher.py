@@ -3,8 +3,6 @@ env, commands, queue labels and run deadlines."""
 
 from __future__ import annotations
 
-import functools
-
 import jsonschema
 import pytest
 
@@ -27,24 +25,6 @@ POOLS = {
     "b300": ("p6-b300.48xlarge", 8, 16),
     "l40s": ("g6e.xlarge", 1, 0),
 }
-
-
-@pytest.fixture(scope="module", autouse=True)
-def fast_crd_validation():
-    """tests/k8s.validate_custom, with each 600 KB CRD schema parsed and checked once per module."""
-    validators: dict[int, jsonschema.protocols.Validator] = {}
-
-    def validate(instance, schema):
-        if id(schema) not in validators:
-            cls = jsonschema.validators.validator_for(schema)
-            cls.check_schema(schema)
-            validators[id(schema)] = cls(schema)
-        validators[id(schema)].validate(instance)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(k8s, "crd_schema", functools.cache(k8s.crd_schema))
-        mp.setattr(k8s.jsonschema, "validate", validate)
-        yield
 
 
 def synthetic():
@@ -160,7 +140,6 @@ def test_valid_against_upstream_crd_and_core_pod_schema(m):
 
 def test_the_trainjob_schema_rejects_fields_removed_in_trainer_2_2():
     # A guard on the guard: the v2.3.0 schema knows no podTemplateOverrides (replaced by runtimePatches).
-    import jsonschema
 
     bad = manifest("torch-h100")
     bad["spec"]["podTemplateOverrides"] = []

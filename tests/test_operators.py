@@ -32,13 +32,6 @@ def test_core_objects_valid_for_1_35(obj):
     k8s.validate_core(obj, "1.35")
 
 
-def test_vendored_crd_is_the_shared_upstream_file():
-    shared = k8s.SCHEMAS / mpi_operator.CRD_FILES[mpi_operator.MPIJOBS_CRD]
-    if not shared.exists():
-        pytest.skip(f"{shared} not present: upstream CRD schemas are shipped in shared/schemas")
-    assert (mpi_operator.MANIFESTS / shared.name).read_text() == shared.read_text()
-
-
 def test_exactly_one_crd_mpijobs_serving_v2beta1():
     (crd,) = of_kind("CustomResourceDefinition")
     assert crd["metadata"]["name"] == "mpijobs.kubeflow.org"

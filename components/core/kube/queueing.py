@@ -4,7 +4,7 @@ One ResourceFlavor per GPU pool and one for the system nodes (the MPIJob
 launcher is a pod set Kueue counts too), one ClusterQueue whose quotas are
 the pools' capacity, a LocalQueue in the training namespace, and two
 WorkloadPriorityClasses. Field names are Kueue v0.19.2's v1beta2 API
-(../shared/schemas/kueue.x-k8s.io_*.yaml; apis/config/v1beta2 for the
+(tests/upstream/crds/kueue.x-k8s.io_*.yaml; apis/config/v1beta2 for the
 manager configuration).
 """
 

@@ -1,7 +1,7 @@
 """Kubeflow Trainer v2 for torchrun: chart values, our ClusterTrainingRuntimes, TrainJobs (pure).
 
 Field names are Trainer v2.3.0's (pkg/apis/trainer/v1alpha1 and
-../shared/schemas/trainer.kubeflow.org_*.yaml):
+tests/upstream/crds/trainer.kubeflow.org_*.yaml):
 
 - mlPolicy.torch keeps only envInjection since v2.2 (#3239 removed
   numProcPerNode there); processes per node are the TrainJob's
