@@ -1,0 +1,120 @@
+"""Every Helm release the program installs: the pinned chart's own version, and values keys the chart has.
+
+The charts' values.yaml and Chart.yaml at the pinned tags are vendored in
+tests/upstream/charts (tests/upstream/SOURCES.yaml). A values key the chart
+does not read is silently ignored by Helm, so a typo or a key renamed
+upstream would otherwise pass every mock.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+
+from components.core import versions
+from tests import k8s
+
+CHARTS = k8s.UPSTREAM / "charts"
+
+# chart name -> the pinned version (components/core/versions.py)
+PINS = {
+    "cluster-autoscaler": versions.CLUSTER_AUTOSCALER_CHART_VERSION,
+    "kueue": versions.KUEUE_CHART_VERSION,
+    "kubeflow-trainer": versions.TRAINER_CHART_VERSION,
+    "nvidia-device-plugin": versions.NVIDIA_CHART_VERSION,
+    "aws-efa-k8s-device-plugin": versions.EFA_CHART_VERSION,
+}
+
+
+def chart_name(chart: str) -> str:
+    """`oci://ghcr.io/kubeflow/charts/kubeflow-trainer` -> kubeflow-trainer."""
+    return chart.rstrip("/").rsplit("/", 1)[-1]
+
+
+def chart_file(name: str, version: str, filename: str) -> dict[str, Any]:
+    path = CHARTS / f"{name}-{version}" / filename
+    assert path.exists(), f"{path.relative_to(k8s.ROOT)} is not vendored (chart {name} {version})"
+    return yaml.safe_load(path.read_text())
+
+
+def unknown_keys(ours: Any, chart: Any, path: str = "") -> list[str]:
+    """Key paths in `ours` the chart's defaults do not have.
+
+    Below a key whose default is an empty mapping (nodeSelector: {},
+    extraArgs: {}), a list or null, any keys are the user's to choose.
+    """
+    if not isinstance(ours, dict) or not isinstance(chart, dict) or not chart:
+        return []
+    found = []
+    for key, value in ours.items():
+        where = f"{path}.{key}" if path else key
+        if key not in chart:
+            found.append(where)
+        else:
+            found += unknown_keys(value, chart[key], where)
+    return found
+
+
+def test_unknown_keys_reads_nesting_and_free_form_maps():
+    chart = {"image": {"tag": "", "repository": "x"}, "nodeSelector": {}, "tolerations": [], "rbac": None}
+    ours = {"image": {"tag": "v1", "pullPolicy": "Always"}, "nodeSelector": {"a": "b"},
+            "tolerations": [{"key": "k"}], "rbac": {"create": True}, "replicas": 2}
+    assert unknown_keys(ours, chart) == ["image.pullPolicy", "replicas"]
+
+
+@pytest.fixture(scope="module")
+def releases(request) -> list[dict[str, Any]]:
+    from bootstrap.offline import mocks
+    from tests.conftest import stack_raw
+
+    recording = mocks.run_program(stack_raw("prod"), "prod")
+    return [r.inputs for r in recording.of_type("kubernetes:helm.sh/v3:Release")]
+
+
+def test_every_release_is_a_pinned_vendored_chart(releases):
+    assert sorted(chart_name(r["chart"]) for r in releases) == sorted(PINS)
+    for release in releases:
+        name = chart_name(release["chart"])
+        assert release["version"] == PINS[name]
+        meta = chart_file(name, release["version"], "Chart.yaml")
+        assert (meta["name"], str(meta["version"])) == (name, PINS[name])
+
+
+# Maps with non-empty defaults whose keys the chart's templates range over (any key is read).
+FREE_FORM = {
+    # templates/deployment.yaml at 9.59.0: `range $key, $value := .Values.extraArgs` -> --<key>=<value>
+    "cluster-autoscaler": ("extraArgs",),
+}
+
+
+def chart_defaults(name: str, version: str) -> dict[str, Any]:
+    """The values a chart reads: its values.yaml, each dependency's under its name (or alias), merged."""
+    defaults = chart_file(name, version, "values.yaml")
+    for dependency in chart_file(name, version, "Chart.yaml").get("dependencies") or ():
+        key = dependency.get("alias") or dependency["name"]
+        if (CHARTS / f"{dependency['name']}-{dependency['version']}").exists():
+            sub = chart_defaults(dependency["name"], str(dependency["version"]))
+            defaults[key] = {**sub, **(defaults.get(key) or {})}
+    for key in FREE_FORM.get(name, ()):
+        defaults[key] = {}
+    return defaults
+
+
+def test_a_dependency_s_values_are_read_under_its_name():
+    defaults = chart_defaults("kubeflow-trainer", versions.TRAINER_CHART_VERSION)
+    # trainer's own `jobset:` keys, and the jobset 0.12.0 chart's.
+    assert {"install", "fullnameOverride", "image", "controller"} <= set(defaults["jobset"])
+
+
+@pytest.mark.parametrize("name", sorted(PINS))
+def test_release_values_are_keys_the_chart_reads(releases, name):
+    (release,) = [r for r in releases if chart_name(r["chart"]) == name]
+    assert unknown_keys(release["values"], chart_defaults(name, release["version"])) == []
+
+
+def test_a_misspelt_key_is_caught(releases):
+    (release,) = [r for r in releases if chart_name(r["chart"]) == "kueue"]
+    values = {**release["values"], "controllerManger": {}}
+    assert unknown_keys(values, chart_defaults("kueue", release["version"])) == ["controllerManger"]
