@@ -110,7 +110,7 @@ def test_mocked_zones_are_awss_names_and_ids_for_the_region():
     mocks = GpuClusterMocks("us-east-1")
     assert list(zip(mocks.zones, mocks.zone_ids))[:5] == [(z.name, z.zone_id) for z in ZONES]
     assert GpuClusterMocks("us-west-1").zone_ids == ["usw1-az3", "usw1-az1"]
-    with pytest.raises(PlanDataError, match="no zone data for xx-north-9"):
+    with pytest.raises(PlanDataError, match="no instance-type offerings for xx-north-9"):
         GpuClusterMocks("xx-north-9")
 
 

@@ -277,3 +277,23 @@ def test_costs_say_what_they_assume(tmp_path):
     assert "Capacity Block price is set at purchase" in block["item"]
     assert spot["minPerHour"] == 0 and "SPOT: on-demand rate shown, an upper bound" in spot["item"]
     assert "us-east-1 list price; us-west-2 may differ, set gpucluster:prices" in spot["item"]
+
+
+def test_zone_data_read_from_moto_s_files_is_what_moto_itself_serves():
+    # The offline plan reads moto's zone table as data instead of importing
+    # moto.ec2.models (half a second); it must match what moto's backend holds.
+    from moto.ec2.models.availability_zones_and_regions import RegionsAndZonesBackend
+
+    from bootstrap.offline import mocks
+
+    checked = 0
+    for region, zones in RegionsAndZonesBackend.zones.items():
+        try:
+            ours = mocks.moto_zones(region)
+        except mocks.PlanDataError:
+            assert not mocks._offerings_path(region).exists(), region
+            continue
+        assert ours == [(z.name, z.zone_id) for z in zones if z.zone_type == "availability-zone"], region
+        checked += 1
+    assert checked >= 20
+    assert mocks.moto_zones("us-east-1")[0] == ("us-east-1a", "use1-az6")

@@ -11,7 +11,6 @@ from components.kubernetes import operators
 from components.kubernetes.training_job import FabricTest, FabricTestArgs, TrainingJob, TrainingJobArgs
 from tests import k8s
 from tests.conftest import stack_config
-from tests.test_launcher import fast_crd_validation  # noqa: F401  (module fixture)
 
 CRD_FILE = {"MPIJob": "kubeflow.org_mpijobs.yaml", "TrainJob": "trainer.kubeflow.org_trainjobs.yaml"}
 MPIJOB_TYPE = "kubernetes:kubeflow.org/v2beta1:MPIJob"

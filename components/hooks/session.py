@@ -9,17 +9,21 @@ hour, so the role's credentials refresh themselves.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import boto3
-import botocore.credentials
-import botocore.session
+if TYPE_CHECKING:
+    import boto3
 
 SESSION_NAME = "gpucluster-hooks"
 
 
 def aws_session(region: str, profile: str | None = None, role_arn: str | None = None) -> boto3.Session:
     """A boto3 session in `region` as `profile`, then as `role_arn` when given (refreshing)."""
+    # Imported when a hook runs (destroy, a replaced link), not by every plan and preview.
+    import boto3
+    import botocore.credentials
+    import botocore.session
+
     base = boto3.Session(profile_name=profile, region_name=region)
     if role_arn is None:
         return base
