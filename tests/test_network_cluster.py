@@ -105,7 +105,8 @@ def test_program_picks_the_zone_offering_the_pool_type(run_stack):
 
 
 def test_mocked_zones_are_awss_names_and_ids_for_the_region():
-    from bootstrap.offline.mocks import GpuClusterMocks, PlanDataError
+    from bootstrap.offline.aws_data import PlanDataError
+    from bootstrap.offline.mocks import GpuClusterMocks
 
     mocks = GpuClusterMocks("us-east-1")
     assert list(zip(mocks.zones, mocks.zone_ids))[:5] == [(z.name, z.zone_id) for z in ZONES]

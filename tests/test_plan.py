@@ -284,16 +284,16 @@ def test_zone_data_read_from_moto_s_files_is_what_moto_itself_serves():
     # moto.ec2.models (half a second); it must match what moto's backend holds.
     from moto.ec2.models.availability_zones_and_regions import RegionsAndZonesBackend
 
-    from bootstrap.offline import mocks
+    from bootstrap.offline import aws_data
 
     checked = 0
     for region, zones in RegionsAndZonesBackend.zones.items():
         try:
-            ours = mocks.moto_zones(region)
-        except mocks.PlanDataError:
-            assert not mocks._offerings_path(region).exists(), region
+            ours = aws_data.moto_zones(region)
+        except aws_data.PlanDataError:
+            assert not aws_data._offerings_path(region).exists(), region
             continue
         assert ours == [(z.name, z.zone_id) for z in zones if z.zone_type == "availability-zone"], region
         checked += 1
     assert checked >= 20
-    assert mocks.moto_zones("us-east-1")[0] == ("us-east-1a", "use1-az6")
+    assert aws_data.moto_zones("us-east-1")[0] == ("us-east-1a", "use1-az6")

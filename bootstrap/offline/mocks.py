@@ -10,26 +10,22 @@ here and in tests only; nothing in components/ knows about them.
 
 from __future__ import annotations
 
-import ast
 import asyncio
 import base64
-import functools
-import gzip
 import hashlib
-import importlib.util
-import json
 import runpy
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pulumi
 from pulumi.runtime import mocks as pulumi_mocks
-from pulumi.runtime import rpc
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
+
+from bootstrap.offline.aws_data import moto_offerings, moto_zones
+from bootstrap.offline.recording import Recording, RecordingMonitor, _LogCatcher
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 # The mock account: all zeros, no one's. The deployer is the plan's stand-in admin.
@@ -37,227 +33,8 @@ ACCOUNT_ID = "000000000000"
 DEPLOYER_ROLE = f"arn:aws:iam::{ACCOUNT_ID}:role/gpucluster-admin"
 
 
-class PlanDataError(Exception):
-    """The offline plan has no AWS data (zones, offerings) for what the stack asks."""
-
-
-def _unwrap_secrets(value: Any, path: str, secret_paths: set[str]) -> Any:
-    """Plain values from the engine's secret envelopes, remembering where they were."""
-    if isinstance(value, dict):
-        if value.get(rpc._special_sig_key) == rpc._special_secret_sig:
-            secret_paths.add(path)
-            return _unwrap_secrets(value.get("value"), path, secret_paths)
-        return {k: _unwrap_secrets(v, f"{path}.{k}" if path else k, secret_paths) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_unwrap_secrets(v, f"{path}[{i}]", secret_paths) for i, v in enumerate(value)]
-    return value
-
-
 def _hex(*parts: str, n: int = 17) -> str:
     return hashlib.sha256("/".join(parts).encode()).hexdigest()[:n]
-
-
-@dataclass
-class Registration:
-    urn: str
-    type: str
-    name: str
-    parent: str
-    custom: bool
-    inputs: dict[str, Any]
-    outputs: dict[str, Any] = field(default_factory=dict)
-    id: str = ""
-    dependencies: list[str] = field(default_factory=list)
-    protect: bool = False
-    retain_on_delete: bool = False
-    ignore_changes: list[str] = field(default_factory=list)
-    replace_on_changes: list[str] = field(default_factory=list)
-    delete_before_replace: bool = False
-    import_id: str = ""
-    provider: str = ""
-    component_outputs: dict[str, Any] = field(default_factory=dict)
-    secret_inputs: set[str] = field(default_factory=set)  # input paths that were secrets
-    hooks: dict[str, list[str]] = field(default_factory=dict)  # {"before_delete": [hook names]}, bound hooks only
-
-
-@dataclass
-class Recording:
-    resources: list[Registration]
-    stack_outputs: dict[str, Any]
-    secret_outputs: set[str]
-    logs: list[tuple[str, str]]
-
-    def of_type(self, type_: str) -> list[Registration]:
-        return [r for r in self.resources if r.type == type_]
-
-    def named(self, name: str) -> Registration:
-        matches = [r for r in self.resources if r.name == name]
-        if len(matches) != 1:
-            raise KeyError(f"{len(matches)} resources named {name!r}")
-        return matches[0]
-
-    def by_urn(self, urn: str) -> Registration:
-        return next(r for r in self.resources if r.urn == urn)
-
-    def depends_on(self, res: Registration, other: Registration) -> bool:
-        """True when `res` waits for `other`, directly or through any chain."""
-        seen, todo = set(), list(res.dependencies)
-        while todo:
-            urn = todo.pop()
-            if urn == other.urn:
-                return True
-            if urn in seen:
-                continue
-            seen.add(urn)
-            dep = next((r for r in self.resources if r.urn == urn), None)
-            if dep is not None:
-                todo.extend(dep.dependencies)
-                # A component waits for its children.
-                todo.extend(r.urn for r in self.resources if r.parent == urn)
-        return False
-
-
-_HOOK_KINDS = ("before_create", "after_create", "before_update", "after_update", "before_delete", "after_delete")
-
-
-class RecordingMonitor(pulumi_mocks.MockMonitor):
-    """The mock monitor, keeping what the stock one throws away."""
-
-    def __init__(self, mocks: pulumi_mocks.Mocks):
-        super().__init__(mocks)
-        self.registrations: list[Registration] = []
-        self.outputs_by_urn: dict[str, dict[str, Any]] = {}
-        # The stock monitor gives each worker thread an event loop it never
-        # closes; we close them when the run ends instead of at garbage collection.
-        self.thread_loops: set[asyncio.AbstractEventLoop] = set()
-
-    def _track_thread_loop(self) -> None:
-        self.thread_loops.add(pulumi_mocks._ensure_event_loop())
-
-    def close_thread_loops(self) -> None:
-        for loop in self.thread_loops:
-            if not loop.is_running() and not loop.is_closed():
-                loop.close()
-        self.thread_loops.clear()
-
-    def Invoke(self, request):
-        self._track_thread_loop()
-        return super().Invoke(request)
-
-    def RegisterResource(self, request):
-        self._track_thread_loop()
-        response = super().RegisterResource(request)
-        if request.type == "pulumi:pulumi:Stack":
-            return response
-        reg = self.resources[response.urn]
-        secret_paths: set[str] = set()
-        inputs = _unwrap_secrets(rpc.deserialize_properties(request.object), "", secret_paths)
-        self.registrations.append(Registration(
-            urn=response.urn,
-            type=request.type,
-            name=request.name,
-            parent=request.parent,
-            custom=bool(request.custom),
-            inputs=inputs,
-            secret_inputs=secret_paths,
-            outputs=dict(reg.state),
-            id=reg.id or "",
-            dependencies=list(request.dependencies),
-            protect=bool(request.protect),
-            retain_on_delete=bool(request.retainOnDelete),
-            ignore_changes=list(request.ignoreChanges),
-            replace_on_changes=list(request.replaceOnChanges),
-            delete_before_replace=bool(request.deleteBeforeReplace),
-            import_id=request.importId,
-            provider=request.provider,
-            hooks={kind: list(getattr(request.hooks, kind)) for kind in _HOOK_KINDS
-                   if request.HasField("hooks") and list(getattr(request.hooks, kind))},
-        ))
-        return response
-
-    def RegisterResourceOutputs(self, request):
-        self._track_thread_loop()
-        self.outputs_by_urn[request.urn] = rpc.deserialize_properties(request.outputs)
-        return super().RegisterResourceOutputs(request)
-
-
-class _LogCatcher:
-    def __init__(self):
-        self.records: list[tuple[str, str]] = []
-
-    def __getattr__(self, level):
-        def log(message, *args, **kwargs):
-            if level != "debug":
-                self.records.append((level, str(message)))
-        return log
-
-
-def moto_data_dir() -> Path:
-    """moto's package folder, found without importing moto (its EC2 models take ~0.5 s to import)."""
-    spec = importlib.util.find_spec("moto")
-    if spec is None or not spec.submodule_search_locations:
-        raise PlanDataError("the offline plan reads AWS's zone and offering data from moto, which is not installed")
-    return Path(next(iter(spec.submodule_search_locations)))
-
-
-@functools.cache
-def _moto_zone_table() -> dict[str, list[tuple[str, str]]]:
-    """Every region's (zone name, zone ID) of type availability-zone, read from moto's source as data.
-
-    moto keeps them as `Zone(region_name=..., name=..., zone_id=..., zone_type=...)`
-    literals in ec2/models/availability_zones_and_regions.py; reading that file
-    (rather than importing it, which imports all of moto's EC2) costs milliseconds.
-    """
-    source = moto_data_dir() / "ec2" / "models" / "availability_zones_and_regions.py"
-    table: dict[str, list[tuple[str, str]]] = {}
-    for node in ast.walk(ast.parse(source.read_text(), str(source))):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Zone":
-            fields = {k.arg: k.value.value for k in node.keywords if isinstance(k.value, ast.Constant)}
-            if {"region_name", "name", "zone_id"} <= set(fields) and (
-                    fields.get("zone_type", "availability-zone") == "availability-zone"):
-                table.setdefault(fields["region_name"], []).append((fields["name"], fields["zone_id"]))
-    if not table:
-        raise PlanDataError(f"{source}: no Zone(...) entries found; moto's zone data has moved")
-    return table
-
-
-def _regular_zones(region: str) -> list[tuple[str, str]]:
-    """moto's mapping for a region its table leaves out: zones a-c, IDs <shorthand>-az1..3 (us-gov-west-1: usgw1)."""
-    parts = region.split("-")
-    shorthand = "usg" if region.startswith("us-gov") else parts[0]
-    for cardinal in ("north", "south", "central", "east", "west"):
-        if cardinal in region:
-            shorthand += cardinal[0]
-    shorthand += parts[-1]
-    return [(f"{region}{letter}", f"{shorthand}-az{i}") for i, letter in enumerate("abc", start=1)]
-
-
-def _offerings_path(region: str) -> Path:
-    return moto_data_dir() / "ec2/resources/instance_type_offerings/availability-zone" / f"{region}.json.gz"
-
-
-def moto_zones(region: str) -> list[tuple[str, str]]:
-    """(name, zone ID) of the region's availability zones, as moto ships them (one account's mapping)."""
-    table = _moto_zone_table()
-    if region in table:
-        return table[region]
-    if _offerings_path(region).exists():
-        return _regular_zones(region)
-    # moto makes up zones a-c for every other region; without offerings the plan cannot use them.
-    raise PlanDataError(f"the offline plan has no instance-type offerings for {region} (moto's data lacks it)")
-
-
-def moto_offerings(region: str) -> dict[str, list[str]]:
-    """AWS's instance-type offerings per zone name as shipped in moto."""
-    path = _offerings_path(region)
-    if not path.exists():
-        raise PlanDataError(f"the offline plan has no instance-type offerings for {region} (moto's data lacks it)")
-    by_az: dict[str, list[str]] = {}
-    with gzip.open(path) as f:
-        rows = json.load(f)
-    for row in rows:
-        by_az.setdefault(row["Location"], []).append(row["InstanceType"])
-    return by_az
 
 
 class GpuClusterMocks(pulumi_mocks.Mocks):

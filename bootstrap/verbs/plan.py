@@ -18,7 +18,7 @@ from pathlib import Path
 import yaml
 
 from bootstrap import stackfile
-from bootstrap.offline import mocks
+from bootstrap.offline import aws_data, mocks
 from bootstrap.offline.plan_report import build_report, kubernetes_objects, resource_rows
 from bootstrap.offline.plan_text import render, resource_tree
 from components.core import config
@@ -55,7 +55,7 @@ def main(argv: list[str]) -> int:
         recording = mocks.run_program(raw, args.stack, project=stackfile.project_name())
     except (stackfile.StackFileError, config.ConfigError) as err:
         return stackfile.report(err)
-    except mocks.PlanDataError as err:
+    except aws_data.PlanDataError as err:
         print(f"gpucluster: {err}", file=sys.stderr)
         return 2
     except Exception as err:  # the program's own clean errors (pulumi.RunError)

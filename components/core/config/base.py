@@ -4,8 +4,8 @@ Every section of the stack config is a `Model`: camelCase keys in the stack
 file, snake_case attributes in the program, unknown keys refused, frozen
 once parsed. A field's type says what it accepts and, through `Allowed`,
 how to say so; from the same description come the validation messages
-(`what()`), the JSON Schema (pydantic's, with `WithJsonSchema` where a
-check is a function) and the README's type column (`doc_type()`).
+(describe.what()), the JSON Schema (pydantic's, with `WithJsonSchema` where
+a check is a function) and the README's type column (describe.doc_type()).
 
 Rules are the checks that span fields. A `@rule("a", "b")` method yields
 (key path, message) pairs and runs whenever fields a and b are valid, even
@@ -17,12 +17,9 @@ from __future__ import annotations
 
 import functools
 import re
-import types
-import typing
 from collections.abc import Callable, Iterator
 from typing import Annotated, Any, Literal, get_args, get_origin
 
-import annotated_types
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -36,9 +33,9 @@ from pydantic import (
     model_validator,
 )
 from pydantic.alias_generators import to_camel
-from pydantic.fields import FieldInfo
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from components.core.config.describe import Allowed, unwrap
 from components.core.problems import show
 
 # Our own error type: its message is complete ("got 'x'; must be ...").
@@ -49,34 +46,6 @@ RuleResult = Iterator[tuple[str, str]]
 def problem(message: str) -> PydanticCustomError:
     """A validation error whose text is `message`, as is."""
     return PydanticCustomError(ERROR, "{message}", {"message": message})
-
-
-class Allowed:
-    """How to say what a value may be: `text` in messages ("must be <text>"), `short` in the README.
-
-    Without `text`, messages say what the type says ("an integer from 1200 to ...").
-    """
-
-    def __init__(self, text: str | None, short: str | None = None):
-        self.text = text
-        self.short = short or text or ""
-
-    def __repr__(self) -> str:
-        return f"Allowed({self.text!r})"
-
-
-class Missing:
-    """A field's message when it is absent (or empty where it must not be), instead of "is required (...)"."""
-
-    def __init__(self, message: str):
-        self.message = message
-
-
-class DefaultText:
-    """How the README states a default the program computes (`gpucluster-<stack>`)."""
-
-    def __init__(self, text: str):
-        self.text = text
 
 
 # -- values -------------------------------------------------------------------------
@@ -342,175 +311,3 @@ def _section_item(annotation: Any) -> type[Model] | None:
         if len(args) == 1 and isinstance(args[0], type) and issubclass(args[0], Model):
             return args[0]
     return None
-
-
-# -- describing a value's type ---------------------------------------------------------------
-
-
-class Slot(typing.NamedTuple):
-    """What sits at a key path: its type, the constraints on it, and its field if it is one."""
-
-    type: Any
-    metadata: tuple[Any, ...]
-    field: FieldInfo | None
-
-
-def unwrap(tp: Any, metadata: tuple[Any, ...] = ()) -> Slot:
-    """`tp` without Annotated and Optional, with the metadata collected."""
-    while True:
-        if get_origin(tp) is Annotated:
-            tp, *more = get_args(tp)
-            metadata = (*metadata, *more)
-        elif get_origin(tp) in (types.UnionType, typing.Union) and type(None) in get_args(tp):
-            rest = [a for a in get_args(tp) if a is not type(None)]
-            tp = rest[0] if len(rest) == 1 else typing.Union[tuple(rest)]  # noqa: UP007
-        else:
-            return Slot(tp, metadata, None)
-
-
-def field_slot(field: FieldInfo) -> Slot:
-    slot = unwrap(field.annotation, tuple(field.metadata))
-    return Slot(slot.type, slot.metadata, field)
-
-
-def slot_at(model: type[Model], loc: tuple[Any, ...]) -> Slot | None:
-    """The slot at pydantic's error location `loc` in `model` (None where the location leaves the schema)."""
-    slot = Slot(model, (), None)
-    parts = list(loc)
-    while parts:
-        part = parts.pop(0)
-        tp = slot.type
-        origin = get_origin(tp)
-        if isinstance(tp, type) and issubclass(tp, BaseModel):
-            field = _field_by_key(tp, part)
-            if field is None:
-                return None
-            slot = field_slot(field)
-        elif origin in (tuple, list) and isinstance(part, int):
-            slot = unwrap(get_args(tp)[0])
-        elif origin is dict:
-            # pydantic locates a bad key as (..., <key>, "[key]"), a bad value as (..., <key>).
-            key_type, value_type = get_args(tp)
-            if parts[:1] == ["[key]"]:
-                parts.pop(0)
-                slot = unwrap(key_type)
-            else:
-                slot = unwrap(value_type)
-        else:
-            return None
-    return slot
-
-
-def _field_by_key(model: type[BaseModel], key: Any) -> FieldInfo | None:
-    for name, field in model.model_fields.items():
-        if key in (field.alias, name):
-            return field
-    return None
-
-
-def _bounds(metadata: tuple[Any, ...]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for m in metadata:
-        if isinstance(m, FieldInfo):
-            out.update(_bounds(tuple(m.metadata)))
-        for name in ("ge", "gt", "le", "lt", "min_length", "max_length"):
-            if isinstance(m, getattr(annotated_types, {"ge": "Ge", "gt": "Gt", "le": "Le", "lt": "Lt",
-                                                        "min_length": "MinLen", "max_length": "MaxLen"}[name])):
-                out[name] = getattr(m, name)
-    return out
-
-
-def _allowed(metadata: tuple[Any, ...]) -> Allowed | None:
-    return next((m for m in metadata if isinstance(m, Allowed)), None)
-
-
-def _range(noun: str, b: dict[str, Any]) -> str:
-    lo = ("gt", ">") if "gt" in b else ("ge", ">=")
-    low, high = b.get(lo[0]), b.get("le")
-    if low is not None and high is not None and lo[0] == "ge":
-        return f"{noun} from {_num(low)} to {_num(high)}"
-    if low is not None and high is not None:
-        return f"{noun} > {_num(low)} and <= {_num(high)}"
-    if low is not None:
-        return f"{noun} {lo[1]} {_num(low)}"
-    if high is not None:
-        return f"{noun} <= {_num(high)}"
-    return noun
-
-
-def _num(x: float) -> str:
-    return f"{x:g}"
-
-
-def what(slot: Slot) -> str:
-    """What a value at `slot` must be, for messages: "an integer from 1 to 450", "one of a, b"."""
-    if (allowed := _allowed(slot.metadata)) is not None and allowed.text is not None:
-        return allowed.text
-    tp, b = slot.type, _bounds(slot.metadata)
-    if get_origin(tp) is Literal:
-        return "one of " + ", ".join(map(str, get_args(tp)))
-    if tp is bool:
-        return "true or false"
-    if tp is int:
-        return _range("an integer", b)
-    if tp is float:
-        return _range("a number", b)
-    if tp is str:
-        return "a string"
-    if get_origin(tp) in (tuple, list):
-        item = what(unwrap(get_args(tp)[0]))
-        each = _each(item)
-        return f"a {'non-empty ' if b.get('min_length') else ''}list{' of ' if not each.startswith('each') else ', '}{each}"
-    if get_origin(tp) is dict:
-        each = _each(what(unwrap(get_args(tp)[1])))
-        return f"a mapping{' of ' if not each.startswith('each') else ', '}{each}"
-    return "a mapping"
-
-
-def _each(phrase: str) -> str:
-    """ "an integer" -> "integers"; anything longer -> "each <phrase>"."""
-    for article in ("an ", "a "):
-        if phrase.startswith(article) and " " not in phrase[len(article):]:
-            return phrase[len(article):] + "s"
-    return f"each {phrase}"
-
-
-def doc_type(slot: Slot) -> str:
-    """The README's type column: `a` \\| `b`, int 1-450, a string's short description."""
-    if (allowed := _allowed(slot.metadata)) is not None:
-        return allowed.short
-    tp, b = slot.type, _bounds(slot.metadata)
-    if get_origin(tp) is Literal:
-        return " \\| ".join(f"`{c}`" for c in get_args(tp))
-    if tp is bool:
-        return "bool"
-    if tp in (int, float):
-        noun = "int" if tp is int else "number"
-        low, high = b.get("ge", b.get("gt")), b.get("le")
-        if low is not None and high is not None:
-            return f"{noun} {_num(low)}-{_num(high)}" if "gt" not in b else f"{noun} > {_num(low)}, <= {_num(high)}"
-        if low is not None:
-            return f"{noun} {'>' if 'gt' in b else '>='} {_num(low)}"
-        return noun
-    if get_origin(tp) in (tuple, list):
-        return f"list of {_plural(doc_type(unwrap(get_args(tp)[0])))}"
-    if get_origin(tp) is dict:
-        return f"map of {doc_type(unwrap(get_args(tp)[0]))} to {doc_type(unwrap(get_args(tp)[1]))}"
-    if tp is str:
-        return "string"
-    return "mapping"
-
-
-def _plural(noun: str) -> str:
-    """ "string" -> "strings", "IAM role/user ARN" -> "IAM role/user ARNs"; a list of choices stays."""
-    return noun if "`" in noun or "|" in noun or noun.endswith("s") else f"{noun}s"
-
-
-def marker(slot: Slot, kind: type[Any]) -> Any:
-    """The slot's metadata of `kind` (Missing, DefaultText), or None."""
-    return next((m for m in slot.metadata if isinstance(m, kind)), None)
-
-
-def missing_message(slot: Slot) -> str:
-    found = marker(slot, Missing)
-    return found.message if found is not None else f"is required ({what(slot)})"

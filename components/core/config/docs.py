@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from components.core.config.base import DefaultText, doc_type, field_slot, marker, unwrap
+from components.core.config.describe import DefaultText, doc_type, field_slot, marker, unwrap
 from components.core.config.stack import KNOWN_NAMESPACES, NAMESPACE, StackKeys
 
 PROJECT_DIR = Path(__file__).resolve().parents[3]

@@ -14,17 +14,8 @@ from typing import Any, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from components.core.config.base import (
-    ERROR,
-    Model,
-    Slot,
-    error_locs,
-    missing_message,
-    partial_model,
-    slot_at,
-    unwrap,
-    what,
-)
+from components.core.config.base import ERROR, Model, error_locs, partial_model
+from components.core.config.describe import Slot, missing_message, slot_at, unwrap, what
 from components.core.config.stack import KNOWN_NAMESPACES, NAMESPACE, StackConfig, StackKeys
 from components.core.problems import Problem, show
 

@@ -9,19 +9,8 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator, Field, WithJsonSchema
 
-from components.core.config.base import (
-    Allowed,
-    Bool,
-    Choice,
-    DefaultText,
-    Int,
-    Missing,
-    Model,
-    Number,
-    Text,
-    problem,
-    rule,
-)
+from components.core.config.base import Bool, Choice, Int, Model, Number, Text, problem, rule
+from components.core.config.describe import Allowed, DefaultText, Missing
 from components.core.config.values import DNS_LABEL, ENV_NAME, parse_quantity
 from components.core.problems import show
 

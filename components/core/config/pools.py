@@ -4,7 +4,8 @@ from typing import Annotated
 
 from pydantic import Field
 
-from components.core.config.base import Bool, Choice, DefaultText, Int, Model, Text, rule
+from components.core.config.base import Bool, Choice, Int, Model, Text, rule
+from components.core.config.describe import DefaultText
 from components.core.config.values import DNS_LABEL, K8S_LABEL_KEY, K8S_LABEL_VALUE, RESERVATION_ID
 from components.core.hardware import catalog
 from components.core.problems import show

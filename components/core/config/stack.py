@@ -12,22 +12,8 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BeforeValidator, Field, WithJsonSchema, model_validator
 
 from components.core import namespaces, versions
-from components.core.config.base import (
-    Allowed,
-    Bool,
-    Choice,
-    DefaultText,
-    Int,
-    Missing,
-    Model,
-    Number,
-    Text,
-    field_slot,
-    given,
-    missing_message,
-    problem,
-    rule,
-)
+from components.core.config.base import Bool, Choice, Int, Model, Number, Text, given, problem, rule
+from components.core.config.describe import Allowed, DefaultText, Missing, field_slot, missing_message
 from components.core.config.jobs import JobConfig, _env_value
 from components.core.config.pools import GpuPoolConfig
 from components.core.config.storage import StorageConfig

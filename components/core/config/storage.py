@@ -4,7 +4,8 @@ from typing import Annotated, Any
 
 from pydantic import Field, model_validator
 
-from components.core.config.base import Bool, Checked, Choice, DefaultText, Int, Model, Number, Text, given, rule
+from components.core.config.base import Bool, Checked, Choice, Int, Model, Number, Text, given, rule
+from components.core.config.describe import DefaultText
 from components.core.config.values import BUCKET_NAME_ALLOWED, S3_PREFIX, bucket_name_problem
 from components.core.problems import show
 
