@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from bootstrap.verbs import size as size_cli
+from components.core.config.values import parse_quantity
 from components.core.planning import sizing
 from components.core.planning.sizing import SizingError, SizingInput, size
 
@@ -22,16 +23,16 @@ P5_LIMIT_GB = 0.75 * P5_GPU_GB
 
 
 def test_parse_quantity_accepts_suffixes_case_insensitively():
-    assert sizing.parse_quantity("7e9") == 7e9
-    assert sizing.parse_quantity("70B") == 70e9
-    assert sizing.parse_quantity("13b") == 13e9
-    assert sizing.parse_quantity("1.5T") == 1.5e12
-    assert sizing.parse_quantity("500m") == 500e6
-    assert sizing.parse_quantity("2k") == 2000
-    assert sizing.parse_quantity(3e9) == 3e9
+    assert parse_quantity("7e9") == 7e9
+    assert parse_quantity("70B") == 70e9
+    assert parse_quantity("13b") == 13e9
+    assert parse_quantity("1.5T") == 1.5e12
+    assert parse_quantity("500m") == 500e6
+    assert parse_quantity("2k") == 2000
+    assert parse_quantity(3e9) == 3e9
     for bad in ("", "B", "7 billion", "1e", "-3B", "7X"):
         with pytest.raises(ValueError):
-            sizing.parse_quantity(bad)
+            parse_quantity(bad)
 
 
 def test_stage0_7b_on_one_p5_node_does_not_fit_on_any_count():
