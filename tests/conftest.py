@@ -57,3 +57,13 @@ def run_mocked() -> Callable[..., mocks.Recording]:
         return mocks.run_program(stack_raw(stack, overrides), stack, program=program)
 
     return run
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A skipped test is a failed one: everything a test needs is in the repository (tests/upstream)."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and not hasattr(report, "wasxfail"):
+        report.outcome = "failed"
+        report.longrepr = f"{item.nodeid} skipped ({report.longrepr}); tests must run on a fresh clone, not skip"
