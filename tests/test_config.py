@@ -193,6 +193,11 @@ BAD_CASES = [
      "gpucluster:jobs[0].model.params: got 'lots'; must be a positive count such as 7e9 or 7B"),
     ({"gpucluster:prices": {"p5.48xlarge": -1}},
      "gpucluster:prices.p5.48xlarge: got -1; must be a number > 0"),
+    # An unbounded cost bound would overflow the deadline it buys (YAML's .inf, or the engine's "inf").
+    ({"gpucluster:jobs": [{**JOB, "pool": "dev", "nodes": 1, "maxCostUsd": float("inf")}]},
+     "gpucluster:jobs[0].maxCostUsd: got inf; must be a number > 0"),
+    ({"gpucluster:jobs": [{**JOB, "pool": "dev", "nodes": 1, "maxCostUsd": "inf"}]},
+     "gpucluster:jobs[0].maxCostUsd: got 'inf'; must be a number > 0"),
     ({"gpucluster:prices": {"p7.48xlarge": 10}},
      "gpucluster:prices.p7.48xlarge: key 'p7.48xlarge' is not a catalog instance type; known: p4d.24xlarge"),
     ({"gpucluster:tags": {"aws:owner": "me"}},

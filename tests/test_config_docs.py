@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 import json
 import re
+import shutil
+import subprocess
 
 import jsonschema
 import pytest
@@ -23,11 +25,20 @@ def stack_document(stack: str) -> dict:
     return yaml.safe_load(stackfile.stack_path(stack).read_text())
 
 
+def _leaves(error: jsonschema.ValidationError):
+    """The innermost errors: a top-level key is its value or a secret, so its own errors sit inside anyOf."""
+    if not error.context:
+        yield error
+    for sub in error.context:
+        yield from _leaves(sub)
+
+
 def schema_problems(document: dict) -> list[str]:
-    """Where the shipped schema file refuses `document`: `config.<key>...` paths."""
+    """Where the shipped schema file refuses `document`: `config.<key>...` paths, each once."""
     schema = json.loads(docs.SCHEMA_FILE.read_text())
     validator = jsonschema.Draft202012Validator(schema)
-    return sorted(".".join(map(str, error.absolute_path)) for error in validator.iter_errors(document))
+    return sorted({".".join(map(str, leaf.absolute_path))
+                   for error in validator.iter_errors(document) for leaf in _leaves(error)})
 
 
 def test_the_generated_files_are_up_to_date():
@@ -67,16 +78,43 @@ def test_the_schema_speaks_json_schema_not_pydantic():
     assert text.count('"title"') == 1  # the file's own, none of pydantic's generated ones
     schema = json.loads(text)
     count = schema["$defs"]["SystemNodesConfig"]["properties"]["count"]
-    assert (count["minimum"], count["maximum"], count["default"]) == (1, 20, 2)
+    number, text = count["anyOf"]
+    assert (number["minimum"], number["maximum"], count["default"]) == (1, 20, 2)
+    assert text["type"] == "string"  # the engine's "2", which the program reads as 2
+
+
+def schema_patterns(node=None) -> list[str]:
+    """Every regular expression in the schema: `pattern` values and patternProperties keys."""
+    node = json.loads(docs.SCHEMA_FILE.read_text()) if node is None else node
+    found = []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "pattern":
+                found.append(value)
+            if key == "patternProperties":
+                found += list(value)
+            found += schema_patterns(value)
+    elif isinstance(node, list):
+        for item in node:
+            found += schema_patterns(item)
+    return found
 
 
 def test_patterns_are_ones_editors_can_compile():
     # yaml-language-server evaluates patterns as JavaScript regular expressions:
     # no Python-only syntax (named groups (?P<...>), inline flags, \A, \Z).
-    patterns = re.findall(r'"pattern": "((?:[^"\\]|\\.)*)"', docs.SCHEMA_FILE.read_text())
-    assert patterns
+    patterns = schema_patterns()
+    assert len(patterns) >= 20
     for pattern in patterns:
         assert not re.search(r"\(\?P|\(\?[aiLmsux]|\\A|\\Z", pattern), pattern
+    node = shutil.which("node")
+    if node is not None:  # this machine and CI have Node.js; compile them as an editor would
+        script = ("const ps = JSON.parse(require('fs').readFileSync(0, 'utf8')); const bad = [];"
+                  "for (const p of ps) { try { new RegExp(p, 'u'); new RegExp(p); } catch (e) { bad.push(p); } }"
+                  "console.log(JSON.stringify(bad));")
+        out = subprocess.run([node, "-e", script], input=json.dumps(patterns), capture_output=True, text=True,
+                             check=True)
+        assert json.loads(out.stdout) == []
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -138,12 +176,40 @@ def test_the_engine_view_of_a_document_is_the_stack_files():
     assert stackfile.with_plan_standins(stackfile_raw(stack_document("prod")))[0] == stack_raw("prod")
 
 
-def test_top_level_booleans_may_be_the_strings_pulumi_config_set_writes():
-    # `pulumi config set gpucluster:paused true` stores the string "true".
-    document = _set(stack_document("dev"), ("gpucluster:paused",), "true")
+# Values the program accepts beyond their YAML type: the engine's strings (`pulumi config set`
+# stores a top-level value as text, and decimals under --path), numbers where text is meant.
+ACCEPTED = [
+    (("gpucluster:paused",), "true"),
+    (("gpucluster:storage", "retainOnDestroy"), "false"),
+    (("gpucluster:systemNodes", "count"), "3"),
+    (("gpucluster:storage", "fsx", "storageCapacityGiB"), "2400"),
+    (("gpucluster:jobs", 0, "maxCostUsd"), "5.5"),
+    (("gpucluster:prices",), {"g6e.xlarge": "1.9"}),
+    (("gpucluster:tags",), {"costCenter": 1234}),
+    (("gpucluster:jobs", 0, "env"), {"NCCL_NTHREADS": 4}),
+]
+
+
+@pytest.mark.parametrize(("where", "value"), ACCEPTED, ids=lambda x: str(x))
+def test_what_the_program_accepts_the_schema_accepts(where, value):
+    document = _set(stack_document("dev"), where, value)
+    parse_stack(stackfile.with_plan_standins(stackfile_raw(document))[0], "gpucluster", "dev")
     assert schema_problems(document) == []
-    nested = _set(stack_document("dev"), ("gpucluster:storage", "retainOnDestroy"), "false")
-    assert schema_problems(nested) == ["config.gpucluster:storage.retainOnDestroy"]
+
+
+def test_a_secret_top_level_value_passes_the_schema():
+    # `pulumi config set --secret gpucluster:clusterName x` writes ciphertext the engine decrypts.
+    document = _set(stack_document("dev"), ("gpucluster:clusterName",), {"secure": "v1:abc"})
+    assert schema_problems(document) == []
+    document = _set(stack_document("dev"), ("gpucluster:clusterName",), {"secret": "v1:abc"})
+    assert schema_problems(document) == ["config.gpucluster:clusterName"]
+
+
+def test_a_price_for_an_unknown_type_is_refused_by_both():
+    document = _set(stack_document("dev"), ("gpucluster:prices",), {"nosuch.type": 1.9})
+    assert schema_problems(document) == ["config.gpucluster:prices"]
+    with pytest.raises(ConfigError):
+        parse_stack(stackfile.with_plan_standins(stackfile_raw(document))[0], "gpucluster", "dev")
 
 
 def test_the_providers_keys_pass_and_the_region_is_required():
@@ -153,6 +219,9 @@ def test_the_providers_keys_pass_and_the_region_is_required():
     assert schema_problems(document) == []
     del document["config"]["aws:region"]
     assert schema_problems(document) == ["config"]
+    # A Pulumi ESC environment may provide it.
+    document["environment"] = ["aws-us-east-1"]
+    assert schema_problems(document) == []
 
 
 def test_the_reference_has_a_row_per_key_with_its_type_and_default():

@@ -76,15 +76,36 @@ def imported_names(path: Path, name: str) -> set[str]:
     return found
 
 
+def with_parents(name: str, targets: set[str], modules: set[str]) -> set[str]:
+    """`targets` and the packages whose __init__ importing them runs first (a.b.c runs a and a.b).
+
+    The importer's own ancestors are left out: they are already running when it is imported.
+    """
+    out = set(targets)
+    for target in targets:
+        parts = target.split(".")
+        for i in range(1, len(parts)):
+            parent = ".".join(parts[:i])
+            if parent in modules and not (name == parent or name.startswith(parent + ".")):
+                out.add(parent)
+    return out
+
+
 def import_graph() -> dict[str, set[str]]:
-    """Module -> the project modules it imports (`from pkg import mod` counts as importing mod)."""
+    """Module -> the project modules it imports (`from pkg import mod` counts as importing mod, and each
+    import as importing the packages above its target)."""
     modules = source_modules()
     graph = {}
     for name, path in modules.items():
-        graph[name] = {
-            target for target in imported_names(path, name) if target in modules and target != name
-        }
+        direct = {target for target in imported_names(path, name) if target in modules and target != name}
+        graph[name] = with_parents(name, direct, set(modules))
     return graph
+
+
+def test_an_import_runs_the_packages_above_its_target_but_not_the_importer_s_own():
+    modules = {"a", "a.b", "a.b.c", "d"}
+    assert with_parents("d", {"a.b.c"}, modules) == {"a", "a.b", "a.b.c"}
+    assert with_parents("a.b.x", {"a.b.c"}, modules) == {"a.b.c"}
 
 
 def circles(graph: dict[str, set[str]]) -> list[list[str]]:

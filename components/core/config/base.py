@@ -75,17 +75,40 @@ def _engine_bool(value: Any) -> Any:
     return value
 
 
+# What the engine's strings look like, for editors: the JSON Schema accepts what the program does.
+_INT_TEXT = {"type": "string", "pattern": "^\\s*-?[0-9]+\\s*$"}
+_NUMBER_TEXT = {"type": "string", "pattern": "^\\s*-?([0-9]+\\.?[0-9]*|\\.[0-9]+)([eE][-+]?[0-9]+)?\\s*$"}
+_BOOL_TEXT = {"enum": ["true", "false", "True", "False", "TRUE", "FALSE"]}
+
+
+def or_engine_int(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` for an integer, or the engine's string of one (for a Checked(Int(), ...)'s json_schema)."""
+    return {"anyOf": [schema, _INT_TEXT]}
+
+
+def _bounded(kind: str, ge: float | None = None, gt: float | None = None, le: float | None = None) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": kind}
+    for keyword, value in (("minimum", ge), ("exclusiveMinimum", gt), ("maximum", le)):
+        if value is not None:
+            schema[keyword] = value
+    return schema
+
+
 def Int(ge: int | None = None, le: int | None = None) -> Any:  # noqa: N802 (a type)
     """An integer (or the engine's string of one) within [ge, le]."""
-    return Annotated[int, BeforeValidator(_engine_int), Strict(), Field(ge=ge, le=le)]
+    schema = {"anyOf": [_bounded("integer", ge=ge, le=le), _INT_TEXT]}
+    return Annotated[int, BeforeValidator(_engine_int), Strict(), Field(ge=ge, le=le), WithJsonSchema(schema)]
 
 
 def Number(ge: float | None = None, gt: float | None = None, le: float | None = None) -> Any:  # noqa: N802
-    """A number (or the engine's string of one) within the bounds."""
-    return Annotated[float, BeforeValidator(_engine_number), Strict(), Field(ge=ge, gt=gt, le=le)]
+    """A finite number (or the engine's string of one) within the bounds."""
+    schema = {"anyOf": [_bounded("number", ge=ge, gt=gt, le=le), _NUMBER_TEXT]}
+    return Annotated[float, BeforeValidator(_engine_number), Strict(),
+                     Field(ge=ge, gt=gt, le=le, allow_inf_nan=False), WithJsonSchema(schema)]
 
 
-Bool = Annotated[bool, BeforeValidator(_engine_bool), Strict()]
+Bool = Annotated[bool, BeforeValidator(_engine_bool), Strict(),
+                 WithJsonSchema({"anyOf": [{"type": "boolean"}, _BOOL_TEXT]})]
 
 
 def Text(pattern: str | None = None, allowed: str = "a string", *, short: str | None = None,  # noqa: N802

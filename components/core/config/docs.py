@@ -140,12 +140,16 @@ def _for_editors(node: Any, *, names: bool = False) -> Any:
     return out
 
 
+# `pulumi config set --secret` writes a top-level key as `{secure: <ciphertext>}`.
+SECURE_VALUE = {"type": "object", "properties": {"secure": {"type": "string"}}, "required": ["secure"],
+                "additionalProperties": False}
+
+
 def _top_level(schema: dict[str, Any]) -> dict[str, Any]:
-    """A top-level key's schema: `pulumi config set` stores a top-level value as a string, so "true" is a bool."""
-    if schema.get("type") != "boolean":
-        return schema
-    rest = {key: value for key, value in schema.items() if key != "type"}
-    return {"anyOf": [{"type": "boolean"}, {"enum": ["true", "false"]}], **rest}
+    """A top-level key's schema: its value, or a secret the engine decrypts."""
+    meta = {key: schema[key] for key in ("description", "default") if key in schema}
+    value = {key: v for key, v in schema.items() if key not in meta}
+    return {"anyOf": [value, SECURE_VALUE], **meta}
 
 
 def stack_file_schema() -> dict[str, Any]:
@@ -166,13 +170,16 @@ def stack_file_schema() -> dict[str, Any]:
             "config": {
                 "type": "object",
                 "properties": properties,
-                # adminPrincipalArns and publicAccessCidrs are often set per deployer
-                # (`pulumi config set`), so the file need not hold them.
-                "required": ["aws:region", f"{NAMESPACE}:versions"],
                 "patternProperties": {f"^(?:{others}):": {}},
                 "additionalProperties": False,
             },
         },
+        # adminPrincipalArns and publicAccessCidrs are often set per deployer (`pulumi config set`),
+        # so the file need not hold them; a stack importing a Pulumi ESC environment may take any
+        # key from it.
+        "if": {"not": {"required": ["environment"]}},
+        "then": {"properties": {"config": {"required": ["aws:region", f"{NAMESPACE}:versions"]}},
+                 "required": ["config"]},
         "$defs": keys.get("$defs", {}),
     }
 

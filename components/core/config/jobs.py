@@ -68,7 +68,8 @@ def _env_value(value: Any) -> Any:
 Image = Annotated[Text(IMAGE, "a container image pinned to a tag or digest (repo/name:tag)",
                        short="image pinned to a tag or digest"), AfterValidator(_not_latest)]
 EnvName = Text(ENV_NAME, "an environment variable name", short="variable name")
-EnvValue = Annotated[str, BeforeValidator(_env_value)]
+# YAML numbers are written as their text, so editors accept them too.
+EnvValue = Annotated[str, BeforeValidator(_env_value), WithJsonSchema({"type": ["string", "number"]})]
 
 
 class ModelConfig(Model):

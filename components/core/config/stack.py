@@ -104,7 +104,8 @@ KubernetesVersion = Annotated[Choice(*EKS_VERSIONS), BeforeValidator(_unquoted_v
 AddonVersion = Text(ADDON_VERSION, "an EKS add-on version such as v1.20.4-eksbuild.1", short="`vX.Y.Z-eksbuild.N`")
 CatalogType = Annotated[str, AfterValidator(_known_type)]
 TagKey = Text(AWS_TAG_KEY, "a valid AWS tag key (1-128 characters, not starting with aws:)", short="AWS tag key")
-TagValue = Annotated[str, BeforeValidator(_env_value), Field(max_length=TAG_VALUE_MAX)]
+TagValue = Annotated[str, BeforeValidator(_env_value), Field(max_length=TAG_VALUE_MAX), WithJsonSchema(
+    {"anyOf": [{"type": "string", "maxLength": TAG_VALUE_MAX}, {"type": "number"}]})]
 
 
 class NetworkConfig(Model):
@@ -195,7 +196,8 @@ class StackKeys(Model):
         "finish", description="while paused: admitted jobs run to the end (Kueue `stopPolicy: Hold`), or are evicted "
                               "now (`HoldAndDrain`)")
     versions: VersionPins = Field(description="pinned AMI release and EKS add-on versions")
-    prices: dict[Annotated[CatalogType, Allowed("a catalog instance type", short="instance type")],
+    prices: dict[Annotated[CatalogType, Allowed("a catalog instance type", short="instance type"),
+                           WithJsonSchema({"type": "string", "enum": list(catalog.CATALOG)})],
                  Number(gt=0)] = Field(
         default_factory=dict,
         description="USD/hour per instance type, over the catalog's (your discount, a Capacity Block's rate, a spot "

@@ -4,7 +4,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, model_validator
 
-from components.core.config.base import Bool, Checked, Choice, Int, Model, Number, Text, given, rule
+from components.core.config.base import Bool, Checked, Choice, Int, Model, Number, Text, given, or_engine_int, rule
 from components.core.config.describe import DefaultText
 from components.core.config.values import BUCKET_NAME_ALLOWED, S3_PREFIX, bucket_name_problem
 from components.core.problems import show
@@ -52,19 +52,19 @@ class FsxConfig(Model):
 
     deployment_type: Choice(*FSX_DEPLOYMENT_TYPES) = Field("SCRATCH_2", description="FSx for Lustre deployment type")
     storage_capacity_gib: Checked(Int(ge=1200, le=FSX_MAX_CAPACITY_GIB), _capacity_problem,
-                                  short="1200, 2400 or n x 2400", json_schema={
+                                  short="1200, 2400 or n x 2400", json_schema=or_engine_int({
                                       "type": "integer", "maximum": FSX_MAX_CAPACITY_GIB,
-                                      "anyOf": [{"enum": [1200]}, {"multipleOf": 2400, "minimum": 2400}]}) = Field(
+                                      "anyOf": [{"enum": [1200]}, {"multipleOf": 2400, "minimum": 2400}]})) = Field(
         1200, description="capacity")
     throughput_per_tib: Annotated[
         Checked(Int(), _throughput_problem, short="125 \\| 250 \\| 500 \\| 1000",
-                json_schema={"enum": list(FSX_PERSISTENT_2_THROUGHPUT)}) | None,
+                json_schema=or_engine_int({"enum": list(FSX_PERSISTENT_2_THROUGHPUT)})) | None,
         DefaultText(f"`{FSX_PERSISTENT_2_DEFAULT_THROUGHPUT}` (PERSISTENT_2 only)")] = Field(
         None, description="MB/s per TiB, PERSISTENT_2 only (SCRATCH_2 has 200); aggregate = capacity x tier")
     efa_enabled: Bool = Field(False, description="EFA-enabled file system (PERSISTENT_2 only)")
     metadata_iops: Annotated[
         Checked(Int(), _metadata_iops_problem, short="1500, 3000, 6000, 12000, n x 12000 <= 192000",
-                json_schema={"enum": list(FSX_METADATA_IOPS)}) | None,
+                json_schema=or_engine_int({"enum": list(FSX_METADATA_IOPS)})) | None,
         DefaultText("AUTOMATIC")] = Field(None, description="user-provisioned metadata IOPS (PERSISTENT_2)")
     backup_retention_days: Int(ge=0, le=90) = Field(
         0, description="automatic daily backups (PERSISTENT_2 with `s3Link: false`)")
