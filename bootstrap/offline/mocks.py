@@ -31,6 +31,20 @@ PROJECT_DIR = Path(__file__).resolve().parents[2]
 # The mock account: all zeros, no one's. The deployer is the plan's stand-in admin.
 ACCOUNT_ID = "000000000000"
 DEPLOYER_ROLE = f"arn:aws:iam::{ACCOUNT_ID}:role/gpucluster-admin"
+# Resource types whose mock id is AWS's prefix and a hash, as AWS shapes them (vpc-0123..., fs-0123...).
+ID_PREFIXES = {
+    "aws:ec2/vpc:Vpc": "vpc",
+    "aws:ec2/subnet:Subnet": "subnet",
+    "aws:ec2/securityGroup:SecurityGroup": "sg",
+    "aws:ec2/internetGateway:InternetGateway": "igw",
+    "aws:ec2/natGateway:NatGateway": "nat",
+    "aws:ec2/eip:Eip": "eipalloc",
+    "aws:ec2/routeTable:RouteTable": "rtb",
+    "aws:ec2/vpcEndpoint:VpcEndpoint": "vpce",
+    "aws:ec2/launchTemplate:LaunchTemplate": "lt",
+    "aws:fsx/lustreFileSystem:LustreFileSystem": "fs",
+    "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation": "dra",
+}
 
 
 def _hex(*parts: str, n: int = 17) -> str:
@@ -124,26 +138,13 @@ class GpuClusterMocks(pulumi_mocks.Mocks):
         if t.startswith("aws:"):
             service = t.split(":")[1].split("/")[0]
             out.setdefault("arn", f"arn:aws:{service}:{self.region}:{ACCOUNT_ID}:{t.split(':')[-1].lower()}/{arn_name}")
+        if t in ID_PREFIXES:
+            rid = f"{ID_PREFIXES[t]}-{h}"
         if t == "aws:ec2/vpc:Vpc":
-            rid = f"vpc-{h}"
             out["defaultSecurityGroupId"] = f"sg-{_hex(h, 'default')}"
-        elif t == "aws:ec2/subnet:Subnet":
-            rid = f"subnet-{h}"
-        elif t == "aws:ec2/securityGroup:SecurityGroup":
-            rid = f"sg-{h}"
-        elif t == "aws:ec2/internetGateway:InternetGateway":
-            rid = f"igw-{h}"
-        elif t == "aws:ec2/natGateway:NatGateway":
-            rid = f"nat-{h}"
         elif t == "aws:ec2/eip:Eip":
-            rid = f"eipalloc-{h}"
             out["publicIp"] = f"198.51.100.{int(h[:2], 16) % 250 + 1}"
-        elif t == "aws:ec2/routeTable:RouteTable":
-            rid = f"rtb-{h}"
-        elif t == "aws:ec2/vpcEndpoint:VpcEndpoint":
-            rid = f"vpce-{h}"
         elif t == "aws:ec2/launchTemplate:LaunchTemplate":
-            rid = f"lt-{h}"
             out["latestVersion"] = 1
             out["defaultVersion"] = 1
         elif t == "aws:ec2/placementGroup:PlacementGroup":
@@ -179,11 +180,9 @@ class GpuClusterMocks(pulumi_mocks.Mocks):
                        resources=[{"autoscalingGroups": [{"name": f"eks-{ng}-{_hex(h, 'asg', n=8)}"}],
                                    "remoteAccessSecurityGroupId": ""}])
         elif t == "aws:fsx/lustreFileSystem:LustreFileSystem":
-            rid = f"fs-{h}"
             out.update(dnsName=f"{rid}.fsx.{self.region}.amazonaws.com", mountName=h[:8],
                        networkInterfaceIds=[f"eni-{_hex(h, 'eni', n=17)}"])
         elif t == "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation":
-            rid = f"dra-{h}"
             out["associationId"] = rid
         elif t == "aws:s3/bucket:Bucket":
             bucket = inputs.get("bucket") or f"{name}-{h[:8]}"

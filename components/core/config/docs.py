@@ -160,7 +160,6 @@ def stack_file_schema() -> dict[str, Any]:
     others = "|".join(ns for ns in KNOWN_NAMESPACES if ns != NAMESPACE)
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$id": "https://github.com/gpucluster/gpucluster/components/core/config/stack.schema.json",
         "title": "gpucluster stack file (Pulumi.<stack>.yaml)",
         "description": "Generated from components/core/config/stack.py by `python -m components.core.config.docs "
                        "--write`; the program validates the same rules and more (relationships between keys).",
