@@ -1,5 +1,5 @@
-"""gpucluster: config -> network -> cluster | storage -> GPU pools -> plugins, autoscaler, volume
--> operators -> queue -> jobs; delete hooks keep data on the way out."""
+"""gpucluster: config -> network -> cluster | storage -> GPU pools -> plugins, volume, monitoring
+-> autoscaler, operators -> queue -> jobs; delete hooks keep data on the way out."""
 
 import pulumi
 import pulumi_aws as aws
@@ -10,12 +10,14 @@ from components.aws.gpu_pool import GpuNodePool, GpuNodePoolArgs
 from components.aws.network import Network, NetworkArgs
 from components.aws.storage import Storage, StorageArgs
 from components.core.config.values import is_admin
+from components.core.observability import dashboards
 from components.core.planning import cost
 from components.core.problems import ConfigError, raise_problems
 from components.hooks import HookSettings, StackHooks
 from components.kubernetes.autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
 from components.kubernetes.device_plugins import DevicePlugins, DevicePluginsArgs
 from components.kubernetes.fsx_volume import FsxVolume, FsxVolumeArgs
+from components.kubernetes.monitoring import Monitoring, MonitoringArgs
 from components.kubernetes.operators import Operators, OperatorsArgs
 from components.kubernetes.queue import Queue, QueueArgs
 from components.kubernetes.training_job import FabricTest, FabricTestArgs, TrainingJob, TrainingJobArgs
@@ -66,21 +68,28 @@ pools = {pool.name: GpuNodePool(f"{name}-{pool.name}", GpuNodePoolArgs(
 
 plugins = DevicePlugins(f"{name}-device-plugins", DevicePluginsArgs(
     pools=cfg.gpu_pools, region=cfg.region, provider=cluster.provider, depends_on=[cluster.system_nodes]))
-autoscaler = ClusterAutoscaler(f"{name}-autoscaler", ClusterAutoscalerArgs(
-    cluster_name=name, cluster=cluster.name, region=cfg.region, account_id=caller.account_id, partition=partition,
-    kubernetes_version=cfg.kubernetes_version, pools=cfg.gpu_pools, provider=cluster.provider,
-    depends_on=[cluster.system_nodes, *cluster.core_addons], tags=cfg.tags))
 volume = FsxVolume(f"{name}-fsx", FsxVolumeArgs(
     storage=storage, cluster_name=cluster.name, provider=cluster.provider, namespace=cfg.training_namespace,
     namespace_resource=cluster.training_namespace, addon_version=cfg.versions.addons["aws-fsx-csi-driver"],
     depends_on=[cluster.system_nodes, *cluster.core_addons], tags=cfg.tags))
+# Prometheus, Grafana and the exporters first: the other charts' ServiceMonitors need their CRDs.
+monitoring = Monitoring(f"{name}-monitoring", MonitoringArgs(
+    config=cfg, cluster=cluster.name, provider=cluster.provider, file_system_id=storage.file_system_id,
+    claim_name=volume.claim_name, claim=volume, training_namespace=cluster.training_namespace,
+    depends_on=[cluster.system_nodes, *cluster.core_addons])) if cfg.observability.enabled else None
+metrics_crds = monitoring.crds_ready if monitoring is not None else []
+autoscaler = ClusterAutoscaler(f"{name}-autoscaler", ClusterAutoscalerArgs(
+    cluster_name=name, cluster=cluster.name, region=cfg.region, account_id=caller.account_id, partition=partition,
+    kubernetes_version=cfg.kubernetes_version, pools=cfg.gpu_pools, provider=cluster.provider,
+    depends_on=[cluster.system_nodes, *cluster.core_addons, *metrics_crds], tags=cfg.tags,
+    metrics=monitoring is not None))
 operators = Operators(f"{name}-operators", OperatorsArgs(
     provider=cluster.provider, pools=cfg.gpu_pools, jobs=cfg.jobs, claim_name=volume.claim_name,
     depends_on=[cluster.system_nodes]))
 queue = Queue(f"{name}-queue", QueueArgs(
     pools=cfg.gpu_pools, system_nodes=cfg.system_nodes, namespace=cfg.training_namespace,
     namespace_resource=cluster.training_namespace, provider=cluster.provider, stop_policy=cfg.stop_policy,
-    depends_on=[operators]))
+    metrics=monitoring is not None, depends_on=[operators, *metrics_crds]))
 
 for job in cfg.jobs:
     TrainingJob(f"{name}-{job.name}", TrainingJobArgs(
@@ -110,5 +119,8 @@ pulumi.export("fileSystemMountName", storage.mount_name)
 pulumi.export("fsxClaimName", volume.claim_name)
 pulumi.export("localQueue", f"{cfg.training_namespace}/{queue.local_queue_name}")
 pulumi.export("expectedBusBandwidthGBps", {n: t.expected_busbw_gbps for n, t in fabric_tests.items()})
+if monitoring is not None:
+    pulumi.export("monitoring", {**monitoring.footprint.to_dict(), "grafana": "kubectl -n monitoring port-forward "
+                                 "svc/kps-grafana 3000:80", "dashboards": list(dashboards.DASHBOARD_KEYS)})
 pulumi.export("estimatedCostPerHourUsd", {**estimate.to_dict(),
                                           "paused": cost.paused_per_hour(cfg, reserved, len(zones.zones))})

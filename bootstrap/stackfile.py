@@ -30,6 +30,13 @@ PLAN_STANDINS: dict[str, Any] = {
 }
 
 
+# Secrets the offline plan cannot decrypt but the program validates: a stand-in of the right shape.
+SECRET_STANDINS: dict[str, str] = {
+    "gpucluster:alertSlackWebhookUrl": "https://hooks.slack.com/services/T00000000/B00000000/offlineplanstandin",
+}
+SECRET_PLACEHOLDER = "[secret]"
+
+
 class StackFileError(Exception):
     pass
 
@@ -97,12 +104,24 @@ def read_stack_config(stack: str, project_dir: Path = PROJECT_DIR,
         raise StackFileError(f"{path}: `config:` must be a mapping of keys to values")
     merged: dict[str, Any] = project_defaults(project_dir)
     for key, value in config.items():
-        if isinstance(value, dict) and set(value) == {"secure"}:
+        if is_secure(value):
             # Encrypted secrets cannot be read offline; the program must not need them.
-            value = "[secret]"
+            value = SECRET_STANDINS.get(str(key), SECRET_PLACEHOLDER)
         merged[str(key)] = value
     merged.update(overrides or {})
     return {k: _as_engine_string(v) for k, v in merged.items()}
+
+
+def is_secure(value: Any) -> bool:
+    """A value `pulumi config set --secret` wrote: `{secure: <ciphertext>}`."""
+    return isinstance(value, dict) and set(value) == {"secure"}
+
+
+def secure_keys(stack: str, project_dir: Path = PROJECT_DIR, stack_file: Path | None = None) -> tuple[str, ...]:
+    """The stack file's encrypted keys, as the engine lists them for the program (PULUMI_CONFIG_SECRET_KEYS)."""
+    path = stack_file or stack_path(stack, project_dir)
+    config = _load_yaml(path).get("config") if path.exists() else None
+    return tuple(str(k) for k, v in (config or {}).items() if is_secure(v)) if isinstance(config, dict) else ()
 
 
 def stack_versions(path: Path) -> dict[str, Any]:
@@ -170,7 +189,8 @@ def load_stack(stack: str, project_dir: Path = PROJECT_DIR, stack_file: Path | N
     filled: list[str] = []
     if standins:
         raw, filled = with_plan_standins(raw)
-    return stack_config.parse(raw, project_name(project_dir), stack), raw, filled
+    secrets = secure_keys(stack, project_dir, stack_file)
+    return stack_config.parse(raw, project_name(project_dir), stack, secrets), raw, filled
 
 
 def report(err: Exception) -> int:

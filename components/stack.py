@@ -18,4 +18,11 @@ def raw_from_engine() -> dict[str, Any]:
 
 def load() -> StackConfig:
     """The current stack's config, validated: every problem at once, before any resource (raises ConfigError)."""
-    return parse(raw_from_engine(), pulumi.get_project(), pulumi.get_stack())
+    raw = raw_from_engine()
+    return parse(raw, pulumi.get_project(), pulumi.get_stack(), secret_keys(raw))
+
+
+def secret_keys(raw: dict[str, Any]) -> tuple[str, ...]:
+    """The keys the engine holds encrypted (`pulumi config set --secret`): their values arrive decrypted."""
+    listed = set(runtime_config.get_config_secret_keys_env())
+    return tuple(k for k in raw if k in listed or runtime_config.is_config_secret(k))

@@ -60,9 +60,19 @@ def crd_schema(filename: str, version: str) -> dict[str, Any]:
     raise AssertionError(f"{filename} has no version {version}")
 
 
+def go_patterns(node: Any) -> Any:
+    """The schema with Go (RE2) patterns Python's re refuses rewritten alike: `^(?i)x` -> `(?i)^x`."""
+    if isinstance(node, dict):
+        return {k: (v.replace("^(?i)", "(?i)^", 1) if k == "pattern" and isinstance(v, str) else go_patterns(v))
+                for k, v in node.items()}
+    if isinstance(node, list):
+        return [go_patterns(v) for v in node]
+    return node
+
+
 @functools.cache
 def _validator(filename: str, version: str) -> jsonschema.protocols.Validator:
-    schema = crd_schema(filename, version)
+    schema = go_patterns(crd_schema(filename, version))
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)
     return cls(schema)

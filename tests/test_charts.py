@@ -25,6 +25,8 @@ PINS = {
     "kubeflow-trainer": versions.TRAINER_CHART_VERSION,
     "nvidia-device-plugin": versions.NVIDIA_CHART_VERSION,
     "aws-efa-k8s-device-plugin": versions.EFA_CHART_VERSION,
+    "kube-prometheus-stack": versions.KPS_CHART_VERSION,
+    "dcgm-exporter": versions.DCGM_CHART_VERSION,
 }
 
 
@@ -91,6 +93,18 @@ FREE_FORM = {
     # templates/deployment.yaml at 9.59.0: `range $key, $value := .Values.extraArgs` -> --<key>=<value>
     "cluster-autoscaler": ("extraArgs",),
 }
+# Keys a chart's templates read that its values.yaml leaves out (each checked below against the
+# vendored template that reads it).
+TEMPLATE_ONLY = {
+    "dcgm-exporter": {"customMetrics": "templates/metrics-configmap.yaml"},
+}
+
+
+def test_template_only_keys_are_read_by_the_vendored_templates():
+    for name, keys in TEMPLATE_ONLY.items():
+        for key, template in keys.items():
+            text = (CHARTS / f"{name}-{PINS[name]}" / template).read_text()
+            assert f".Values.{key}" in text, f"{name} {template} does not read .Values.{key}"
 
 
 def merged(base: Any, over: Any) -> Any:
@@ -116,6 +130,8 @@ def chart_defaults(name: str, version: str, ours: dict[str, Any] | None = None) 
                                    defaults.get(key))
     for key in FREE_FORM.get(name, ()):
         defaults[key] = {}
+    for key in TEMPLATE_ONLY.get(name, {}):
+        defaults.setdefault(key, None)
     return defaults
 
 

@@ -175,6 +175,9 @@ def test_a_larger_pool_changes_its_node_group_quota_and_cost_and_nothing_else(pr
         "gpucluster-prod-h100-node-group": ["scalingConfig.maxSize"],
         "gpucluster-prod-queue-cluster-queue": [
             f"spec.resourceGroups[0].flavors[1].resources[{i}].nominalQuota" for i in range(5)],
+        # Prometheus is sized for every pool at maxNodes: four more p5 nodes' series.
+        "gpucluster-prod-monitoring-stack": ["values.prometheus.prometheusSpec.resources.limits.memory",
+                                             "values.prometheus.prometheusSpec.resources.requests.memory"],
     }
     assert not any(c.replaced for c in result.changed)
     text = plan_diff.render(result)

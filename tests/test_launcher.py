@@ -45,7 +45,9 @@ def synthetic():
                  "command": ["torchrun", "train.py"], "maxRestarts": 7, "gpusPerNode": 4, "mountPath": "/data",
                  "env": {"NCCL_DEBUG": "WARN", "FI_EFA_FORK_SAFE": ""}, "maxCostUsd": 1000,
                  "runPolicy": {"activeDeadlineSeconds": 36000}})
-    return stack_config("dev", {"gpucluster:gpuPools": pools, "gpucluster:jobs": jobs})
+    # Six launchers and the metrics stack need more than dev's 2 x m7i.large.
+    return stack_config("dev", {"gpucluster:gpuPools": pools, "gpucluster:jobs": jobs,
+                                "gpucluster:systemNodes": {"instanceType": "m7i.xlarge", "count": 2}})
 
 
 CFG = synthetic()
@@ -210,6 +212,9 @@ def test_jobs_learn_where_datasets_and_checkpoints_are():
     env = env_of(manifest("mpi-h100"))
     assert (env["GPUCLUSTER_DATASET_DIR"], env["GPUCLUSTER_CHECKPOINT_DIR"]) == ("/fsx/datasets", "/fsx/checkpoints")
     assert env_of(manifest("tuned"))["GPUCLUSTER_CHECKPOINT_DIR"] == "/data/checkpoints"
+    # Loss curves: under the job's own mount, where the TensorBoard reads /fsx/tensorboard.
+    assert env["GPUCLUSTER_TENSORBOARD_DIR"] == "/fsx/tensorboard/mpi-h100"
+    assert env_of(manifest("tuned"))["GPUCLUSTER_TENSORBOARD_DIR"] == "/data/tensorboard/tuned"
 
 
 def test_job_env_overrides_win_and_empty_removes():
@@ -234,6 +239,7 @@ def test_mpirun_command_line_exact():
         "-x", "FI_PROVIDER=efa", "-x", "FI_EFA_FORK_SAFE=1", "-x", "NCCL_DEBUG=INFO",
         "-x", "NCCL_SOCKET_IFNAME=^lo,docker",
         "-x", "GPUCLUSTER_DATASET_DIR=/fsx/datasets", "-x", "GPUCLUSTER_CHECKPOINT_DIR=/fsx/checkpoints",
+        "-x", "GPUCLUSTER_TENSORBOARD_DIR=/fsx/tensorboard/mpi-h100",
         "python", "train.py", "--steps=10",
     ]
     tuned = launcher_command(manifest("tuned"))
@@ -269,7 +275,8 @@ def test_trainjob_against_our_runtime():
         "numNodes": 2, "numProcPerNode": 8, "image": IMAGE,
         "command": ["torchrun", "--no-python", "python", "train.py", "--steps=10"],
         "env": [{"name": "GPUCLUSTER_DATASET_DIR", "value": "/fsx/datasets"},
-                {"name": "GPUCLUSTER_CHECKPOINT_DIR", "value": "/fsx/checkpoints"}],
+                {"name": "GPUCLUSTER_CHECKPOINT_DIR", "value": "/fsx/checkpoints"},
+                {"name": "GPUCLUSTER_TENSORBOARD_DIR", "value": "/fsx/tensorboard/torch-h100"}],
         "resourcesPerNode": workers.worker_resources(CFG.pool("h100"), 8),
     }
     assert "activeDeadlineSeconds" not in spec

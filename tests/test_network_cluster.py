@@ -230,7 +230,7 @@ def test_extended_support_versions_are_marked(run_stack):
     versions = {"amiReleaseVersion": "1.33.10-20260714", "addons": {
         "vpc-cni": "v1.22.4-eksbuild.3", "kube-proxy": "v1.33.10-eksbuild.2", "eks-pod-identity-agent": "v1.3.10-eksbuild.3",
         "coredns": "v1.12.4-eksbuild.1", "eks-node-monitoring-agent": "v1.6.4-eksbuild.1",
-        "aws-fsx-csi-driver": "v1.9.0-eksbuild.1"}}
+        "aws-fsx-csi-driver": "v1.9.0-eksbuild.1", "aws-ebs-csi-driver": "v1.63.1-eksbuild.1"}}
     rec = run_stack("dev", {"gpucluster:kubernetesVersion": "1.33", "gpucluster:versions": versions})
     assert rec.of_type("aws:eks/cluster:Cluster")[0].inputs["upgradePolicy"] == {"supportType": "EXTENDED"}
 
@@ -269,14 +269,24 @@ def test_managed_addons_pinned_by_the_stack_and_ordered(dev):
     addons = {r.inputs["addonName"]: r for r in dev.of_type("aws:eks/addon:Addon")}
     pins = stack_config("dev").versions.addons
     assert set(addons) == set(pins) == {"vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent",
-                                        "eks-node-monitoring-agent", "aws-fsx-csi-driver"}
+                                        "eks-node-monitoring-agent", "aws-fsx-csi-driver", "aws-ebs-csi-driver"}
     for name, addon in addons.items():
         assert addon.inputs["addonVersion"] == pins[name]  # never a lookup that moves on the next up
     (system,) = [r for r in dev.of_type("aws:eks/nodeGroup:NodeGroup") if r.name.endswith("system-nodes")]
     for name in cluster_mod.ADDONS_BEFORE_NODES:
         assert dev.depends_on(system, addons[name])
-    for name in cluster_mod.ADDONS_AFTER_NODES:
+    for name in (*cluster_mod.ADDONS_AFTER_NODES, cluster_mod.EBS_CSI_ADDON):
         assert dev.depends_on(addons[name], system)
+    # The EBS CSI controller's own role, with AWS's managed policy; its volumes tagged with the cluster.
+    ebs = addons[cluster_mod.EBS_CSI_ADDON].inputs
+    (ebs_role,) = [r for r in dev.of_type("aws:iam/role:Role") if r.name.endswith("ebs-csi-role")]
+    assert ebs["podIdentityAssociations"] == [{"roleArn": ebs_role.outputs["arn"],
+                                               "serviceAccount": "ebs-csi-controller-sa"}]
+    assert [a.inputs["policyArn"] for a in dev.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+            if a.inputs["role"] == ebs_role.outputs["name"]] == [
+        "arn:aws:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicy"]
+    assert json.loads(ebs["configurationValues"]) == {
+        "controller": {"extraVolumeTags": {"gpucluster:cluster": "gpucluster-dev"}}}
     cni = addons["vpc-cni"].inputs["podIdentityAssociations"]
     (cni_role,) = [r for r in dev.of_type("aws:iam/role:Role") if r.name.endswith("vpc-cni-role")]
     (cni_policy,) = [a for a in dev.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")

@@ -71,7 +71,8 @@ def test_trainer_chart_values():
     assert trainer.helm_values() == {
         "image": {"registry": "ghcr.io", "repository": "kubeflow/trainer/trainer-controller-manager",
                   "tag": "v2.3.0"},
-        "manager": {"nodeSelector": SYSTEM_NODE_LABEL},
+        "manager": {"nodeSelector": SYSTEM_NODE_LABEL,
+                    "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}}},
         "jobset": {"install": True, "image": {"repository": "registry.k8s.io/jobset/jobset", "tag": "v0.12.0"},
                    "controller": {"nodeSelector": SYSTEM_NODE_LABEL}},
         "runtimes": {"defaultEnabled": False},

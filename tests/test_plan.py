@@ -51,8 +51,10 @@ def test_dev_plan_report(dev_report):
     cost = r["cost"]
     assert cost["minPerHour"] == pytest.approx(sum(x["minPerHour"] for x in cost["lines"]), abs=1e-3)
     # min: control plane 0.10 + 1 NAT 0.045 + 2 x m7i.large 0.2016 + FSx 1200 GiB SCRATCH_2
+    # + Prometheus's 20 GiB gp3 volume at $0.08/GB-month
     fsx = 1200 * 0.140 / 730
-    assert cost["minPerHour"] == pytest.approx(0.10 + 0.045 + 0.2016 + fsx, abs=1e-3)
+    ebs = 20 * 1.073741824 * 0.08 / 730
+    assert cost["minPerHour"] == pytest.approx(0.10 + 0.045 + 0.2016 + fsx + ebs, abs=1e-4)
     assert cost["maxPerHour"] == pytest.approx(cost["minPerHour"] + 2 * 1.861, abs=1e-3)
 
 
@@ -155,8 +157,8 @@ def test_bad_stack_prints_every_problem_without_traceback(tmp_path):
         "gpucluster: 3 configuration problems:",
         "  - gpucluster:kubernetesVersion: got '1.20'; allowed: 1.32, 1.33, 1.34, 1.35, 1.36",
         "  - gpucluster:gpuPools[0].maxNodes: got 2; must be >= minNodes (3)",
-        "  - gpucluster:typo: unknown key; known keys: adminPrincipalArns, clusterName, deployerInVpc, "
-        "gpuAvailabilityZone, gpuPools, jobs, kubernetesVersion, network, pauseMode, paused, prices, "
+        "  - gpucluster:typo: unknown key; known keys: adminPrincipalArns, alertSlackWebhookUrl, clusterName, deployerInVpc, "
+        "gpuAvailabilityZone, gpuPools, jobs, kubernetesVersion, network, observability, pauseMode, paused, prices, "
         "publicAccessCidrs, storage, systemNodes, tags, trainingNamespace, versions",
     ]
     assert result.stdout == ""

@@ -18,6 +18,9 @@ CRD_FILES = {
     "ClusterQueue": "kueue.x-k8s.io_clusterqueues.yaml",
     "LocalQueue": "kueue.x-k8s.io_localqueues.yaml",
     "WorkloadPriorityClass": "kueue.x-k8s.io_workloadpriorityclasses.yaml",
+    "PrometheusRule": "monitoring.coreos.com_prometheusrules.yaml",
+    "PodMonitor": "monitoring.coreos.com_podmonitors.yaml",
+    "ServiceMonitor": "monitoring.coreos.com_servicemonitors.yaml",
 }
 
 
@@ -56,19 +59,21 @@ def test_every_kubernetes_object_is_valid(stack):
 
 def test_one_definition_per_crd_and_one_for_every_kind_emitted(stack):
     from components.core.kube.queueing import CHART_CRDS as KUEUE_CHART_CRDS
+    from components.core.observability.prometheus_stack import CHART_CRDS as MONITORING_CHART_CRDS
     from components.kubernetes.operators import TRAINER_CHART_CRDS
 
     _, _, rec, _ = stack
     ours = [o["metadata"]["name"] for o in kubernetes_objects(rec) if o["kind"] == "CustomResourceDefinition"]
     assert ours == ["mpijobs.kubeflow.org"]
     # The charts' own CRDs; the cluster-autoscaler chart ships none (no crds/, no CRD templates at 9.59.0).
-    everything = [*ours, *TRAINER_CHART_CRDS, *KUEUE_CHART_CRDS]
+    everything = [*ours, *TRAINER_CHART_CRDS, *KUEUE_CHART_CRDS, *MONITORING_CHART_CRDS]
     assert len(everything) == len(set(everything))
     assert "pytorchjobs.kubeflow.org" not in everything  # training-operator v1 is not installed
     custom = {(o["apiVersion"].split("/")[0], o["kind"]) for o in kubernetes_objects(rec) if o["kind"] in CRD_FILES}
     plural = {"MPIJob": "mpijobs", "TrainJob": "trainjobs", "ClusterTrainingRuntime": "clustertrainingruntimes",
               "ResourceFlavor": "resourceflavors", "ClusterQueue": "clusterqueues", "LocalQueue": "localqueues",
-              "WorkloadPriorityClass": "workloadpriorityclasses"}
+              "WorkloadPriorityClass": "workloadpriorityclasses", "PrometheusRule": "prometheusrules",
+              "PodMonitor": "podmonitors", "ServiceMonitor": "servicemonitors"}
     for group, kind in custom:
         assert f"{plural[kind]}.{group}" in everything, kind
 
@@ -142,7 +147,8 @@ def test_every_job_is_queued_and_waits_for_the_queue(stack):
 def test_autoscaler_installs_after_the_system_nodes_with_its_pod_identity(stack):
     _, cfg, rec, _ = stack
     release = rec.named(f"{cfg.cluster_name}-autoscaler-release")
-    (association,) = rec.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")
+    (association,) = [a for a in rec.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")
+                      if a.name.startswith(f"{cfg.cluster_name}-autoscaler")]
     (system,) = [r for r in rec.of_type("aws:eks/nodeGroup:NodeGroup") if r.name.endswith("system-nodes")]
     assert rec.depends_on(release, association) and rec.depends_on(release, system)
     assert release.inputs["values"]["autoDiscovery"] == {"clusterName": cfg.cluster_name}

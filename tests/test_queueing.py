@@ -127,7 +127,8 @@ def test_helm_values_use_the_charts_keys():
         # controllerManager.nodeSelector, not controllerManager.manager.*; the chart has no affinity key.
         "nodeSelector": SYSTEM_NODE_LABEL,
     }
-    assert set(values) == {"controllerManager", "managerConfig"}
+    assert set(values) == {"controllerManager", "managerConfig", "enablePrometheus"}
+    assert values["enablePrometheus"] is False and queueing.helm_values(metrics=True)["enablePrometheus"] is True
     assert (v.KUEUE_CHART, v.KUEUE_CHART_VERSION) == ("oci://registry.k8s.io/kueue/charts/kueue", "0.19.2")
 
 

@@ -27,7 +27,9 @@ CORE_LAYERS = {
     "storage": 3,
     "planning": 3,
     "kube": 4,
-    "stack_config": 4,
+    "observability": 5,
+    "system_nodes": 6,
+    "stack_config": 6,
 }
 # Package layers: the pure core knows nothing of resources or the CLI.
 PACKAGE_LAYERS = {

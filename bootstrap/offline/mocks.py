@@ -206,8 +206,9 @@ class GpuClusterMocks(pulumi_mocks.Mocks):
 
 
 def run_program(raw_config: dict[str, str], stack: str, project: str = "gpucluster",
-                program: Callable[[], Any] | None = None, region: str | None = None) -> Recording:
-    """Run `program` (default: the project's __main__.py) under mocks."""
+                program: Callable[[], Any] | None = None, region: str | None = None,
+                secret_keys: tuple[str, ...] = ()) -> Recording:
+    """Run `program` (default: the project's __main__.py) under mocks; `secret_keys` as the engine marks them."""
     region = region or raw_config.get("aws:region") or "us-east-1"
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
@@ -216,7 +217,7 @@ def run_program(raw_config: dict[str, str], stack: str, project: str = "gpuclust
     logs = _LogCatcher()
     pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=False, monitor=monitor,
                              logger=logs)
-    pulumi.runtime.set_all_config(dict(raw_config))
+    pulumi.runtime.set_all_config(dict(raw_config), list(secret_keys))
     if program is None:
         program = _main_program
     exported: dict[str, Any] = {}
@@ -242,7 +243,7 @@ def run_program(raw_config: dict[str, str], stack: str, project: str = "gpuclust
         raise
     finally:
         pulumi.runtime.reset_options()
-        pulumi.runtime.set_all_config({})
+        pulumi.runtime.set_all_config({}, [])
         loop.run_until_complete(loop.shutdown_default_executor())
         monitor.thread_loops.discard(loop)
         monitor.close_thread_loops()

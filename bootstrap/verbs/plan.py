@@ -52,7 +52,8 @@ def main(argv: list[str]) -> int:
 
     try:
         cfg, raw, standins = stackfile.load_stack(args.stack, stack_file=args.stack_file, standins=True)
-        recording = mocks.run_program(raw, args.stack, project=stackfile.project_name())
+        recording = mocks.run_program(raw, args.stack, project=stackfile.project_name(),
+                                      secret_keys=stackfile.secure_keys(args.stack, stack_file=args.stack_file))
     except (stackfile.StackFileError, config.ConfigError) as err:
         return stackfile.report(err)
     except aws_data.PlanDataError as err:

@@ -25,6 +25,12 @@ LOG_RETENTION_DAYS = 90
 # EKS User Guide, "Amazon EKS add-ons".
 ADDONS_BEFORE_NODES = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")
 ADDONS_AFTER_NODES = ("coredns", "eks-node-monitoring-agent")
+# The EBS CSI driver's controller gets its volumes' permissions from its own Pod Identity role
+# (EKS User Guide, "Store Kubernetes volumes with Amazon EBS": service account ebs-csi-controller-sa).
+EBS_CSI_ADDON = "aws-ebs-csi-driver"
+EBS_CSI_SERVICE_ACCOUNT = "ebs-csi-controller-sa"
+# Every volume it creates carries the cluster's name, so one left behind is findable.
+VOLUME_TAG = "gpucluster:cluster"
 
 
 def principal_slug(arn: str) -> str:
@@ -203,6 +209,12 @@ class Cluster(pulumi.ComponentResource):
         )
         for addon_name in ADDONS_AFTER_NODES:
             self.core_addons.append(addon(addon_name, [self.system_nodes]))
+        ebs_role, ebs_policies = iam.service_role(f"{name}-ebs-csi-role", "pods.eks.amazonaws.com",
+                                                  [iam.EBS_CSI_POLICY], tags, self)
+        self.core_addons.append(addon(
+            EBS_CSI_ADDON, [self.system_nodes, *ebs_policies],
+            pod_identity_associations=[{"role_arn": ebs_role.arn, "service_account": EBS_CSI_SERVICE_ACCOUNT}],
+            configuration_values=json.dumps({"controller": {"extraVolumeTags": {VOLUME_TAG: cfg.cluster_name}}})))
 
         self.name = cluster.name
         self.endpoint = cluster.endpoint

@@ -16,6 +16,7 @@ NODE_POLICIES = (
     MANAGED + "AmazonSSMManagedInstanceCore",
 )
 CNI_POLICY = MANAGED + "AmazonEKS_CNI_Policy"
+EBS_CSI_POLICY = MANAGED + "service-role/AmazonEBSCSIDriverPolicy"
 
 
 def trust_policy(service: str) -> str:

@@ -6,15 +6,20 @@ verbs: every problem at once, before any resource registers.
 
 from typing import Any
 
+from components.core import system_nodes
 from components.core.config import StackConfig
 from components.core.config.engine import read
 from components.core.planning import checks
 from components.core.problems import raise_problems
 
 
-def parse(raw: dict[str, Any], project: str = "gpucluster", stack: str = "dev") -> StackConfig:
-    """Validate a stack's raw config (`{"gpucluster:network": "<json>", ...}`); raises ConfigError."""
-    reading = read(raw, project, stack)
-    raise_problems(reading.problems + checks.problems(reading.config, reading.valid))
+def parse(raw: dict[str, Any], project: str = "gpucluster", stack: str = "dev",
+          secret_keys: tuple[str, ...] = ()) -> StackConfig:
+    """Validate a stack's raw config (`{"gpucluster:network": "<json>", ...}`); raises ConfigError.
+
+    `secret_keys`: the keys set with `pulumi config set --secret`."""
+    reading = read(raw, project, stack, secret_keys)
+    raise_problems(reading.problems + checks.problems(reading.config, reading.valid)
+                   + system_nodes.problems(reading.config, reading.valid))
     return reading.config
 

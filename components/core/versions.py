@@ -89,3 +89,27 @@ def release_version_parameter(kubernetes_version: str) -> str:
     `bootstrap upgrade`, never by the program (the program uses the stack's pin).
     """
     return f"/aws/service/eks/optimized-ami/{kubernetes_version}/amazon-linux-2023/x86_64/nvidia/recommended/release_version"
+
+# kube-prometheus-stack 88.5.3, the newest chart (prometheus-community/helm-charts tag
+# kube-prometheus-stack-88.5.3, charts/kube-prometheus-stack/Chart.yaml): Prometheus Operator,
+# Prometheus v3.14.0, Alertmanager v0.34.0, Grafana (grafana chart 12.11.1), kube-state-metrics
+# (chart 8.4.0, v2.20.0) and node-exporter (chart 4.56.1) with it.
+KPS_CHART_REPO = "https://prometheus-community.github.io/helm-charts"
+KPS_CHART = "kube-prometheus-stack"
+KPS_CHART_VERSION = "88.5.3"
+
+# dcgm-exporter: chart 4.8.2 at NVIDIA/dcgm-exporter tag 4.5.3-4.8.2, the newest (deployment/Chart.yaml;
+# image nvcr.io/nvidia/k8s/dcgm-exporter:4.5.3-4.8.2-distroless in deployment/values.yaml; the Helm
+# repository of the project's README).
+DCGM_CHART_REPO = "https://nvidia.github.io/dcgm-exporter/helm-charts"
+DCGM_CHART = "dcgm-exporter"
+DCGM_CHART_VERSION = "4.8.2"
+
+# The EFA counters pod (components.core.observability.efa_exporter): node-exporter at the
+# version kube-prometheus-stack 88.5.3 runs (prometheus-node-exporter chart 4.56.1 appVersion),
+# and busybox from the Docker official images' mirror on public ECR.
+NODE_EXPORTER_IMAGE = "quay.io/prometheus/node-exporter:v1.12.1"
+BUSYBOX_IMAGE = "public.ecr.aws/docker/library/busybox:1.37.0"
+
+# TensorBoard: the TensorFlow CPU image ships it (tensorflow/tensorflow on Docker Hub, tag 2.20.0).
+TENSORBOARD_IMAGE = "tensorflow/tensorflow:2.20.0"

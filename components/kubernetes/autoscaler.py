@@ -35,6 +35,7 @@ class ClusterAutoscalerArgs:
     # The system nodes to run on and the Pod Identity agent that hands out the role.
     depends_on: Sequence[pulumi.Resource] = field(default_factory=tuple)
     tags: dict[str, str] = field(default_factory=dict)
+    metrics: bool = False  # the chart's ServiceMonitor (depends_on must then hold Monitoring.crds_ready)
 
 
 class ClusterAutoscaler(pulumi.ComponentResource):
@@ -62,7 +63,7 @@ class ClusterAutoscaler(pulumi.ComponentResource):
             repository_opts={"repo": v.CLUSTER_AUTOSCALER_CHART_REPO},
             namespace=autoscaling.NAMESPACE,
             values=autoscaling.helm_values(args.cluster_name, args.region, args.kubernetes_version, args.pools,
-                                           SYSTEM_NODE_LABEL),
+                                           SYSTEM_NODE_LABEL, args.metrics),
             # The pod must find its role the moment it starts: without the
             # association it would fall back to the node role, which may not scale groups.
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider,

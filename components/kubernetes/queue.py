@@ -31,6 +31,7 @@ class QueueArgs:
     provider: k8s.Provider
     # None while running; Hold or HoldAndDrain while the stack is paused (StackConfig.stop_policy).
     stop_policy: str = "None"
+    metrics: bool = False  # Kueue's ServiceMonitor (depends_on must then hold Monitoring.crds_ready)
     # The operators first: Kueue sets up its MPIJob and TrainJob integrations
     # for the CRDs it finds (it polls for late ones, but in order is simpler).
     depends_on: Sequence[pulumi.Resource] = field(default_factory=tuple)
@@ -48,7 +49,7 @@ class Queue(pulumi.ComponentResource):
         k8s_opts = dict(parent=self, provider=args.provider)
         self.release = release_in_own_namespace(
             f"{name}-kueue", "kueue", v.KUEUE_CHART, v.KUEUE_CHART_VERSION, queueing.NAMESPACE,
-            queueing.helm_values(), args.provider, self, args.depends_on)
+            queueing.helm_values(args.metrics), args.provider, self, args.depends_on)
 
         def custom(res_name: str, obj: dict, depends_on: list[pulumi.Resource], **extra) -> KubernetesObject:
             return KubernetesObject(res_name, obj, pulumi.ResourceOptions(

@@ -20,7 +20,7 @@ from components.core.config.stack import KNOWN_NAMESPACES, NAMESPACE, StackConfi
 from components.core.problems import Problem, show
 
 # StackConfig's fields that are not gpucluster:* keys: the engine layer fills them.
-CONTEXT_FIELDS = ("project", "stack", "region", "aws_profile", "aws_role_arn")
+CONTEXT_FIELDS = ("project", "stack", "region", "aws_profile", "aws_role_arn", "secret_keys")
 
 
 class Reading:
@@ -32,7 +32,9 @@ class Reading:
         self.problems = problems
 
 
-def read(raw: dict[str, Any], project: str = NAMESPACE, stack: str = "dev") -> Reading:
+def read(raw: dict[str, Any], project: str = NAMESPACE, stack: str = "dev",
+         secret_keys: tuple[str, ...] = ()) -> Reading:
+    """`secret_keys`: the raw keys the engine holds encrypted (their values arrive decrypted)."""
     problems: list[Problem] = []
     region = raw.get("aws:region")
     if not isinstance(region, str) or region not in eks_regions():
@@ -69,7 +71,7 @@ def read(raw: dict[str, Any], project: str = NAMESPACE, stack: str = "dev") -> R
 
     profile, role_arn = _aws_identity(raw, problems)
     data = {**keys, "project": project, "stack": stack, "region": region, "aws_profile": profile,
-            "aws_role_arn": role_arn}
+            "aws_role_arn": role_arn, "secret_keys": tuple(secret_keys)}
     try:
         config = StackConfig.model_validate(data)
         valid = set(StackConfig.model_fields)

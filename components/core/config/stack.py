@@ -15,6 +15,7 @@ from components.core import namespaces, versions
 from components.core.config.base import Bool, Choice, Int, Model, Number, Text, given, problem, rule
 from components.core.config.describe import Allowed, DefaultText, Missing, field_slot, missing_message
 from components.core.config.jobs import JobConfig, _env_value
+from components.core.config.observability import SLACK_WEBHOOK_KEY, ObservabilityConfig, SlackWebhook
 from components.core.config.pools import GpuPoolConfig
 from components.core.config.storage import StorageConfig
 from components.core.config.values import (
@@ -51,7 +52,7 @@ NAT_MODES = ("single", "perAz")
 # The EKS managed add-ons the program installs; each is pinned per stack
 # (gpucluster:versions.addons) so a later `pulumi up` never moves one.
 ADDONS = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent", "coredns", "eks-node-monitoring-agent",
-          "aws-fsx-csi-driver")
+          "aws-fsx-csi-driver", "aws-ebs-csi-driver")
 UPGRADE_HINT = "run `python -m bootstrap upgrade --stack <stack> --write` to resolve and pin them"
 
 # gpucluster:pauseMode -> the ClusterQueue's stopPolicy (Kueue v0.19.2 CRD,
@@ -210,6 +211,12 @@ class StackKeys(Model):
     gpu_pools: tuple[GpuPoolConfig, ...] = Field((), description="the GPU node pools")
     storage: StorageConfig = Field(default_factory=StorageConfig, description="the bucket and the file system")
     jobs: tuple[JobConfig, ...] = Field((), description="training jobs the stack runs")
+    observability: ObservabilityConfig = Field(
+        default_factory=ObservabilityConfig, description="metrics, dashboards, alerts and TensorBoard")
+    alert_slack_webhook_url: Annotated[SlackWebhook | None, DefaultText("none")] = Field(
+        None, alias=SLACK_WEBHOOK_KEY,
+        description="a Slack incoming webhook Alertmanager posts firing alerts to; a secret: `pulumi config set "
+                    f"--secret {NAMESPACE}:{SLACK_WEBHOOK_KEY} <url>`")
 
     # -- rules -----------------------------------------------------------------
 
@@ -305,6 +312,7 @@ class StackConfig(StackKeys):
     region: str = "us-east-1"
     aws_profile: str | None = None  # aws:profile, passed to `aws eks get-token`
     aws_role_arn: str | None = None  # the last role of aws:assumeRoles, likewise
+    secret_keys: tuple[str, ...] = ()  # the keys the engine holds encrypted (`pulumi config set --secret`)
 
     @model_validator(mode="before")
     @classmethod
@@ -319,3 +327,11 @@ class StackConfig(StackKeys):
         zone, region = self.gpu_availability_zone, self.region
         if zone and region and not re.fullmatch(ZONE_ID_PATTERN, zone) and not zone.startswith(region):
             yield "gpuAvailabilityZone", f"got {show(zone)}; must be a zone of aws:region {region!r}"
+
+    @rule("alert_slack_webhook_url", "secret_keys")
+    def _webhook_is_secret(self):
+        # A webhook URL is a credential: anyone holding it can post to the channel.
+        key = f"{NAMESPACE}:{SLACK_WEBHOOK_KEY}"
+        if self.alert_slack_webhook_url is not None and key not in self.secret_keys:
+            yield SLACK_WEBHOOK_KEY, (f"is stored in plain text; remove it and set it as a secret: `pulumi config "
+                                      f"rm {key}` then `pulumi config set --secret {key} <url>`")

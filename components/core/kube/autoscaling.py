@@ -88,11 +88,17 @@ def flags(pools: Sequence[GpuPoolConfig]) -> dict[str, str]:
     }
 
 
+RESOURCES = {"requests": {"cpu": "100m", "memory": "300Mi"}, "limits": {"memory": "600Mi"}}
+
+
 def helm_values(cluster_name: str, region: str, kubernetes_version: str, pools: Sequence[GpuPoolConfig],
-                system_node_selector: dict[str, str]) -> dict[str, Any]:
+                system_node_selector: dict[str, str], metrics: bool = False) -> dict[str, Any]:
     """Values of chart 9.59.0 (values.yaml keys: cloudProvider, awsRegion, autoDiscovery,
-    image, rbac.serviceAccount, fullnameOverride, nodeSelector, extraArgs, resources)."""
+    image, rbac.serviceAccount, fullnameOverride, nodeSelector, extraArgs, resources, serviceMonitor).
+
+    `metrics`: the chart's ServiceMonitor, in the autoscaler's namespace (Prometheus selects all)."""
     return {
+        "serviceMonitor": {"enabled": metrics, "namespace": NAMESPACE},
         "cloudProvider": "aws",
         "awsRegion": region,
         # Renders --node-group-auto-discovery=asg:tag=k8s.io/cluster-autoscaler/enabled,
@@ -104,7 +110,7 @@ def helm_values(cluster_name: str, region: str, kubernetes_version: str, pools: 
         "fullnameOverride": RELEASE_NAME,
         "rbac": {"create": True, "serviceAccount": {"create": True, "name": SERVICE_ACCOUNT}},
         "nodeSelector": dict(system_node_selector),
-        "resources": {"requests": {"cpu": "100m", "memory": "300Mi"}, "limits": {"memory": "600Mi"}},
+        "resources": RESOURCES,
         "extraArgs": flags(pools),
     }
 

@@ -49,6 +49,10 @@ def _rule(groups: list[str], resources: list[str], verbs: list[str]) -> dict[str
     return {"apiGroups": groups, "resources": resources, "verbs": verbs}
 
 
+# The manifest sets none; ours, so the system nodes' capacity check can count it.
+OPERATOR_RESOURCES = {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}}
+
+
 def _deployment(name: str, namespace: str, labels: dict[str, str], container: dict[str, Any],
                 **pod_spec: Any) -> dict[str, Any]:
     """A one-replica operator Deployment on the system nodes, its service account named like it."""
@@ -125,5 +129,6 @@ def mpi_operator_objects() -> list[dict[str, Any]]:
             "name": "mpi-operator",
             "image": v.MPI_OPERATOR_IMAGE,
             "args": ["-alsologtostderr", f"--lock-namespace={ns}"],
+            "resources": OPERATOR_RESOURCES,
         }),
     ]

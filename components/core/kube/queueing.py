@@ -111,10 +111,13 @@ def manager_config() -> dict[str, Any]:
     }
 
 
-def helm_values() -> dict[str, Any]:
+def helm_values(metrics: bool = False) -> dict[str, Any]:
     """Values of the kueue chart 0.19.2 (controllerManager.manager.image, controllerManager.nodeSelector,
-    managerConfig.controllerManagerConfigYaml: values.yaml keys at v0.19.2)."""
+    managerConfig.controllerManagerConfigYaml, enablePrometheus: values.yaml keys at v0.19.2).
+
+    `metrics`: the chart's ServiceMonitor (needs the Prometheus Operator's CRDs)."""
     return {
+        "enablePrometheus": metrics,
         "controllerManager": {
             "replicas": 1,
             "manager": {"image": {"repository": v.KUEUE_IMAGE, "tag": v.KUEUE_IMAGE_TAG,

@@ -45,6 +45,12 @@ SHUTDOWN_TIMEOUT_ENV = "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"
 SHUTDOWN_MARGIN_SECONDS = 5
 
 
+# The chart sets none (manager.resources: {}); ours, so the system nodes' capacity check can count it.
+MANAGER_RESOURCES = {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}}
+# The JobSet chart's own (charts/jobset/values.yaml at v0.12.0: controller.resources).
+JOBSET_RESOURCES = {"requests": {"cpu": "500m", "memory": "128Mi"}}
+
+
 def helm_values() -> dict[str, Any]:
     """Values of kubeflow-trainer 2.3.0 (charts/kubeflow-trainer/values.yaml: top-level image.*,
     manager.nodeSelector, jobset.install and the jobset chart's controller.nodeSelector and image,
@@ -52,7 +58,7 @@ def helm_values() -> dict[str, Any]:
     return {
         "image": {"registry": v.TRAINER_IMAGE_REGISTRY, "repository": v.TRAINER_IMAGE_REPOSITORY,
                   "tag": v.TRAINER_IMAGE_TAG},
-        "manager": {"nodeSelector": dict(SYSTEM_NODE_LABEL)},
+        "manager": {"nodeSelector": dict(SYSTEM_NODE_LABEL), "resources": MANAGER_RESOURCES},
         # JobSet v0.12.0 comes with the chart (its CRD is the one definition of
         # jobsets.jobset.x-k8s.io in the cluster).
         "jobset": {"install": True,

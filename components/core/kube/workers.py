@@ -32,6 +32,7 @@ NODE_SHARE = 0.8
 SHM_SHARE = 0.25
 SHM_VOLUME = "dshm"
 DATA_VOLUME = "fsx"
+TENSORBOARD_SUBDIR = "tensorboard"
 SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 POD_ANNOTATIONS = {SAFE_TO_EVICT: "false"}
 
@@ -48,7 +49,14 @@ def job_env(job: JobConfig, pool: GpuPoolConfig, storage: StorageConfig | None =
         # directories under the mount (components.core.storage.fsx.BucketLink).
         env["GPUCLUSTER_DATASET_DIR"] = job.mount_path.rstrip("/") + directory(storage.dataset_prefix)
         env["GPUCLUSTER_CHECKPOINT_DIR"] = job.mount_path.rstrip("/") + directory(storage.checkpoint_prefix)
+        # Loss curves: the TensorBoard on the system nodes serves <mount>/tensorboard read-only.
+        env["GPUCLUSTER_TENSORBOARD_DIR"] = tensorboard_dir(job.mount_path, job.name)
     return nccl.merge_env(env, job.env)
+
+
+def tensorboard_dir(mount_path: str, job_name: str) -> str:
+    """Where a job writes its TensorBoard event files: <mount>/tensorboard/<job>."""
+    return f"{mount_path.rstrip('/')}/{TENSORBOARD_SUBDIR}/{job_name}"
 
 
 def labels(job_name: str, pool: GpuPoolConfig) -> dict[str, str]:

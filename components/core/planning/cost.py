@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from components.core.config import GpuPoolConfig, StackConfig, support_type
 from components.core.hardware import catalog
+from components.core.planning.metrics_footprint import footprint
 
 # https://aws.amazon.com/eks/pricing/ (2026-12): per cluster-hour.
 EKS_STANDARD_PER_HOUR = 0.10
@@ -112,6 +113,12 @@ def estimate(cfg: StackConfig, reserved_nodes: dict[str, int] | None = None,
     lines += [pool_line(pool, cfg, (reserved_nodes or {}).get(pool.name), paused) for pool in cfg.gpu_pools]
     fsx = fsx_per_hour(cfg)
     lines.append(CostLine(f"FSx {cfg.storage.fsx.deployment_type} {cfg.storage.fsx.storage_capacity_gib} GiB", fsx, fsx))
+    if cfg.observability.enabled:
+        fp = footprint(cfg)
+        lines.append(CostLine(f"Prometheus gp3 volume {fp.volume_gib} GiB", fp.ebs_usd_per_hour, fp.ebs_usd_per_hour))
+        if cfg.observability.remote_write == "amp":
+            lines.append(CostLine(f"Amazon Managed Prometheus (~{fp.series:,} series, every pool at maxNodes)",
+                                  fp.amp_usd_per_hour, fp.amp_usd_per_hour))
     return CostEstimate(tuple(CostLine(line.item, round(line.min_per_hour, 4), round(line.max_per_hour, 4))
                               for line in lines))
 

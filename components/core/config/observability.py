@@ -1,0 +1,56 @@
+"""gpucluster:observability: the metrics stack, its dashboards and alerts, TensorBoard; and the alert webhook secret."""
+
+import re
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, Field, SecretStr, WithJsonSchema
+
+from components.core.config.base import Bool, Choice, Int, Model, Text, problem
+from components.core.config.describe import DefaultText
+
+REMOTE_WRITE = ("none", "amp")
+RETENTION_DAYS_DEFAULT = 15
+PENDING_ALERT_MINUTES_DEFAULT = 30
+# Standard topics only: Alertmanager's SNS notifier sends no MessageGroupId, which FIFO topics require
+# (Amazon SNS Developer Guide, "Message grouping for FIFO topics").
+SNS_TOPIC_ARN = r"arn:aws(-cn|-us-gov)?:sns:[a-z]{2}(-gov)?-[a-z]+-\d:\d{12}:[A-Za-z0-9_-]{1,256}"
+# Slack's incoming webhooks (api.slack.com/messaging/webhooks): https://hooks.slack.com/services/T.../B.../...
+SLACK_WEBHOOK = re.compile(r"https://hooks\.slack\.com/services/[A-Za-z0-9]+/[A-Za-z0-9]+/[A-Za-z0-9]+")
+SLACK_WEBHOOK_KEY = "alertSlackWebhookUrl"
+
+
+class ObservabilityConfig(Model):
+    """Prometheus, Grafana, Alertmanager, the GPU and EFA exporters, dashboards, alerts and TensorBoard."""
+
+    enabled: Bool = Field(True, description="install the metrics stack, dashboards, alerts and TensorBoard")
+    retention_days: Int(ge=1, le=365) = Field(
+        RETENTION_DAYS_DEFAULT, description="days of metrics Prometheus keeps on its gp3 volume")
+    volume_gib: Annotated[Int(ge=20, le=16384) | None, DefaultText("sized from the retention and the pools")] = Field(
+        None, description="Prometheus's gp3 volume; the default holds `retentionDays` of every pool at `maxNodes`, "
+                          "twice over")
+    pending_alert_minutes: Int(ge=1, le=10080) = Field(
+        PENDING_ALERT_MINUTES_DEFAULT, description="alert when a workload waits in the queue longer than this")
+    remote_write: Choice(*REMOTE_WRITE) = Field(
+        "none", description="`amp`: also remote-write every sample to a new Amazon Managed Service for Prometheus "
+                            "workspace (for more than one Prometheus can hold)")
+    alert_sns_topic_arn: Annotated[
+        Text(SNS_TOPIC_ARN, "a standard (not FIFO) SNS topic ARN, arn:aws:sns:<region>:<account>:<name>",
+             short="SNS topic ARN") | None,
+        DefaultText("no receiver (Alertmanager's UI)")] = Field(
+        None, description="Alertmanager publishes firing alerts to this topic (its own Pod Identity role may "
+                          "sns:Publish to it only)")
+    tensorboard: Bool = Field(True, description="a TensorBoard on the system nodes serving /fsx/tensorboard "
+                                                "read-only (needs `enabled`)")
+
+
+def _webhook(value: Any) -> SecretStr:
+    # Never echo the value: it is a secret, and problems are printed.
+    text = value.get_secret_value() if isinstance(value, SecretStr) else value
+    if not isinstance(text, str) or not SLACK_WEBHOOK.fullmatch(text):
+        raise problem("is not a Slack incoming-webhook URL (https://hooks.slack.com/services/...); the value is not "
+                      "shown, it is a secret")
+    return SecretStr(text)
+
+
+SlackWebhook = Annotated[SecretStr, BeforeValidator(_webhook), WithJsonSchema(
+    {"type": "string", "pattern": f"^{SLACK_WEBHOOK.pattern}$"})]

@@ -1,0 +1,175 @@
+"""The three dashboards, as Grafana JSON in ConfigMaps the Grafana sidecar loads: cluster, job, node health.
+
+Every Prometheus query names only series the pinned exporters or our rules
+emit (tests parse each one as PromQL and check its metric names). The job
+dashboard's `job` variable lists the jobs Prometheus has seen; its FSx
+panel reads CloudWatch (AWS/FSx), drawn against the file system's own
+throughput.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from components.core.config import FSX_GIB_PER_TIB, StackConfig
+from components.core.observability import alerts
+from components.core.observability import metrics as m
+
+PROMETHEUS = {"type": "prometheus", "uid": "prometheus"}  # kube-prometheus-stack's provisioned data source
+CLOUDWATCH = {"type": "cloudwatch", "uid": "cloudwatch"}  # ours (prometheus_stack.py)
+RATE = "$__rate_interval"
+JOB_VAR = f'{m.JOB}="$job"'
+FSX_METRICS = ("DataReadBytes", "DataWriteBytes")  # AWS/FSx, Sum per period (FSx for Lustre User Guide, metrics)
+FSX_FREE = "FreeDataStorageCapacity"
+
+
+def _panel(title: str, targets: list[dict[str, Any]], unit: str, x: int, y: int, w: int = 12, h: int = 8,
+           kind: str = "timeseries", datasource: dict[str, str] = PROMETHEUS,
+           thresholds: list[tuple[float, str]] | None = None) -> dict[str, Any]:
+    defaults: dict[str, Any] = {"unit": unit}
+    if thresholds:
+        defaults["thresholds"] = {"mode": "absolute", "steps": [{"value": None, "color": "green"}] + [
+            {"value": v, "color": c} for v, c in thresholds]}
+    return {"type": kind, "title": title, "datasource": datasource, "gridPos": {"x": x, "y": y, "w": w, "h": h},
+            "fieldConfig": {"defaults": defaults, "overrides": []}, "targets": targets}
+
+
+def _q(expr: str, legend: str, ref: str = "A") -> dict[str, Any]:
+    return {"datasource": PROMETHEUS, "expr": expr, "legendFormat": legend, "refId": ref}
+
+
+def _dashboard(uid: str, title: str, panels: list[dict[str, Any]],
+               variables: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    for i, panel in enumerate(panels, start=1):
+        panel["id"] = i
+    return {"uid": uid, "title": title, "tags": ["gpucluster"], "schemaVersion": 39, "editable": False,
+            "time": {"from": "now-6h", "to": "now"}, "refresh": "30s",
+            "templating": {"list": variables or []}, "panels": panels}
+
+
+def _by_pool(expr: str) -> str:
+    return f"{expr} * on (node) group_left ({m.POOL_LABEL}) kube_node_labels"
+
+
+def _job_nodes(expr: str) -> str:
+    return f"{expr} * on (node) group_left () {alerts.JOB_NODE}{{{JOB_VAR}}}"
+
+
+def cluster(cfg: StackConfig) -> dict[str, Any]:
+    gpus_requested = ('kube_pod_container_resource_requests{resource="nvidia_com_gpu"} * on (namespace, pod) '
+                      'group_left () (kube_pod_status_phase{phase="Running"} == 1)')
+    return _dashboard("gpucluster-cluster", f"gpucluster / {cfg.cluster_name} / cluster", [
+        _panel("GPUs allocated per pool", [_q(f"sum by ({m.POOL_LABEL}) ({_by_pool(gpus_requested)})",
+                                              "{{" + m.POOL_LABEL + "}}")], "short", 0, 0),
+        _panel("GPUs busy per pool (mean utilization)", [_q(
+            f"avg by ({m.POOL_LABEL}) ({_by_pool('DCGM_FI_DEV_GPU_UTIL')})", "{{" + m.POOL_LABEL + "}}")],
+            "percent", 12, 0),
+        _panel("GPU nodes per pool", [_q(f'count by ({m.POOL_LABEL}) (kube_node_labels{{{m.POOL_LABEL}!=""}})',
+                                         "{{" + m.POOL_LABEL + "}}")], "short", 0, 8),
+        _panel("Cost per hour now", [_q(f"sum({alerts.COST})", "USD/h")], "currencyUSD", 12, 8, kind="stat"),
+        _panel("Workloads queued and admitted", [
+            _q('sum by (cluster_queue, status) (kueue_pending_workloads)', "pending {{cluster_queue}} {{status}}"),
+            _q("sum by (cluster_queue) (kueue_admitted_active_workloads)", "admitted {{cluster_queue}}", "B"),
+        ], "short", 0, 16, w=24),
+    ])
+
+
+def _fsx_targets(file_system_id: str, region: str) -> list[dict[str, Any]]:
+    return [{"datasource": CLOUDWATCH, "refId": chr(ord("A") + i), "region": region, "namespace": "AWS/FSx",
+             "metricName": name, "dimensions": {"FileSystemId": file_system_id}, "statistic": "Sum",
+             "period": "60", "queryMode": "Metrics", "metricQueryType": 0, "metricEditorMode": 0,
+             "label": name} for i, name in enumerate(FSX_METRICS)]
+
+
+def fsx_throughput_mb_s(cfg: StackConfig) -> float:
+    """The file system's baseline throughput, MB/s: capacity in TiB (as FSx counts it) x its tier."""
+    fsx = cfg.storage.fsx
+    per_tib = fsx.throughput_per_tib or 200  # SCRATCH_2: 200 MB/s/TiB
+    return fsx.storage_capacity_gib / FSX_GIB_PER_TIB * per_tib
+
+
+def job(cfg: StackConfig, file_system_id: str, region: str) -> dict[str, Any]:
+    variable = {"name": "job", "label": "job", "type": "query", "datasource": PROMETHEUS, "refresh": 2,
+                "query": {"query": f"label_values({alerts.JOB_NODE}, {m.JOB})", "refId": "jobs"},
+                "definition": f"label_values({alerts.JOB_NODE}, {m.JOB})"}
+    efa = "|".join(m.EFA_TRAFFIC)
+    rdma = "|".join(m.EFA_RDMA)
+    fsx_mb_s = fsx_throughput_mb_s(cfg)
+    panels = [
+        _panel("GPU utilization per node", [_q(f"avg by (node) ({_job_nodes('DCGM_FI_DEV_GPU_UTIL')})", "{{node}}")],
+               "percent", 0, 0, thresholds=[(90, "blue")]),
+        _panel("SM and tensor activity per node", [
+            _q(f"avg by (node) ({_job_nodes('DCGM_FI_PROF_SM_ACTIVE')})", "SM {{node}}"),
+            _q(f"avg by (node) ({_job_nodes('DCGM_FI_PROF_PIPE_TENSOR_ACTIVE')})", "tensor {{node}}", "B"),
+        ], "percentunit", 12, 0),
+        _panel("GPU memory used", [_q(f"sum by (node) ({_job_nodes('DCGM_FI_DEV_FB_USED')})", "{{node}}")],
+               "decmbytes", 0, 8),
+        _panel("GPU power", [_q(f"sum by (node) ({_job_nodes('DCGM_FI_DEV_POWER_USAGE')})", "{{node}}")],
+               "watt", 12, 8),
+        _panel("XID errors", [_q(f"max by (node, gpu) ({_job_nodes('DCGM_FI_DEV_XID_ERRORS')}) > 0",
+                                 "{{node}} GPU {{gpu}}")], "none", 0, 16),
+        _panel("EFA throughput per node vs the instance's bandwidth", [
+            _q(f'sum by (node) ({_job_nodes(f"rate({m.EFA_COUNTER}{{counter=~{json.dumps(efa)}}}[{RATE}])")})'
+               " * 8 / 1e9", "{{node}}"),
+            _q(_job_nodes(alerts.NODE_BANDWIDTH), "bandwidth {{node}}", "B"),
+            _q(f'sum by (node) ({_job_nodes(f"rate({m.EFA_COUNTER}{{counter=~{json.dumps(rdma)}}}[{RATE}])")})'
+               " * 8 / 1e9", "RDMA {{node}}", "C"),
+        ], "Gbits", 12, 16),
+        # CloudWatch sums bytes per 60 s period: the line is the file system's throughput x 60 s.
+        _panel("FSx bytes per minute vs the file system's throughput", _fsx_targets(file_system_id, region),
+               "decbytes", 0, 24,
+               datasource=CLOUDWATCH, thresholds=[(fsx_mb_s * 1e6 * 60, "red")]),
+        _panel("Tokens/s (when the job reports gpucluster_job_tokens_per_second)", [
+            _q(f'sum(gpucluster_job_tokens_per_second * on (namespace, pod) group_left () {alerts.JOB_POD}'
+               f"{{{JOB_VAR}}})", "tokens/s"),
+        ], "short", 12, 24),
+        _panel("Step time (when the job reports gpucluster_job_step_seconds)", [
+            _q(f'max(gpucluster_job_step_seconds * on (namespace, pod) group_left () {alerts.JOB_POD}'
+               f"{{{JOB_VAR}}})", "step"),
+        ], "s", 12, 32),
+    ]
+    return _dashboard("gpucluster-job", f"gpucluster / {cfg.cluster_name} / job", panels, [variable])
+
+
+def node_health(cfg: StackConfig) -> dict[str, Any]:
+    conditions = "|".join(m.NODE_HEALTH_CONDITIONS)
+    pool_nodes = f'on (node) group_left () kube_node_labels{{{m.POOL_LABEL}!=""}}'
+    return _dashboard("gpucluster-node-health", f"gpucluster / {cfg.cluster_name} / node health", [
+        _panel("Node monitoring agent: conditions False", [
+            _q(f'(kube_node_status_condition{{condition=~"{conditions}",status="false"}} == 1) * {pool_nodes}',
+               "{{node}} {{condition}}")], "none", 0, 0, kind="table"),
+        _panel("GPU nodes not Ready", [_q(f'(kube_node_status_condition{{condition="Ready",status="true"}} == 0) '
+                                          f"* {pool_nodes}", "{{node}}")], "none", 12, 0, kind="table"),
+        _panel("XID errors (last value per GPU)", [_q("max by (node, gpu) (DCGM_FI_DEV_XID_ERRORS) > 0",
+                                                      "{{node}} GPU {{gpu}}")], "none", 0, 8),
+        _panel("ECC errors (volatile)", [
+            _q(f"sum by (node) (increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[{RATE}]))", "double-bit {{node}}"),
+            _q(f"sum by (node) (increase(DCGM_FI_DEV_ECC_SBE_VOL_TOTAL[{RATE}]))", "single-bit {{node}}", "B"),
+        ], "short", 12, 8),
+        _panel("Row remapping", [
+            _q("max by (node, gpu) (DCGM_FI_DEV_ROW_REMAP_FAILURE)", "failed {{node}} GPU {{gpu}}"),
+            _q("sum by (node) (DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS)", "uncorrectable {{node}}", "B"),
+        ], "short", 0, 16),
+        _panel("EFA error counters", [_q(
+            f'sum by (node, counter) (increase({m.EFA_COUNTER}{{counter=~"{"|".join(m.EFA_ERRORS)}"}}[{RATE}]))',
+            "{{node}} {{counter}}")], "short", 12, 16),
+    ])
+
+
+DASHBOARD_KEYS = ("gpucluster-cluster.json", "gpucluster-job.json", "gpucluster-node-health.json")
+
+
+def dashboards(cfg: StackConfig, file_system_id: str, region: str) -> dict[str, dict[str, Any]]:
+    """{ConfigMap key: dashboard JSON} of all three."""
+    return dict(zip(DASHBOARD_KEYS, (cluster(cfg), job(cfg, file_system_id, region), node_health(cfg)), strict=True))
+
+
+def render(dashboard: dict[str, Any]) -> str:
+    return json.dumps(dashboard, indent=1, sort_keys=True)
+
+
+def config_map_metadata(key: str, namespace: str, label: tuple[str, str]) -> dict[str, Any]:
+    """A dashboard ConfigMap's metadata: the label the Grafana sidecar loads ConfigMaps by."""
+    return {"name": key.removesuffix(".json"), "namespace": namespace,
+            "labels": {label[0]: label[1], "app.kubernetes.io/part-of": "gpucluster"}}

@@ -1,0 +1,58 @@
+"""The metric names and labels our dashboards and alerts are written against, and where each comes from.
+
+Every query names only series these emit (tests check them against the
+pinned exporters' own lists in tests/upstream/metrics):
+
+- dcgm-exporter's default counters (DCGM_FI_*), one series per GPU, with
+  the node (our relabeling) and, while a pod holds the GPU, its namespace
+  and pod (the exporter's Kubernetes attribution);
+- kube-state-metrics (kube_*), node and pod labels as allow-listed below;
+- Kueue's controller (kueue_*);
+- our EFA counters (gpucluster_efa_hw_counter, efa_exporter.py);
+- our recording rules (gpucluster:*, alerts.py);
+- what a job reports itself (JOB_METRICS), when it does.
+"""
+
+from __future__ import annotations
+
+from components.core.kube import nodepool
+
+# kube-state-metrics turns an allow-listed label `a.b/c-d` into `label_a_b_c_d`
+# (its --metric-labels-allowlist; non-alphanumerics become "_").
+POOL_LABEL = "label_gpucluster_io_pool"
+INSTANCE_TYPE_LABEL = "label_node_kubernetes_io_instance_type"
+JOB_POD_LABEL = "label_gpucluster_io_job"  # MPIJob pods (components.core.kube.workers.labels)
+JOBSET_POD_LABEL = "label_jobset_sigs_k8s_io_jobset_name"  # TrainJob pods: the JobSet is named like the TrainJob
+NODE_LABELS_ALLOWED = (nodepool.POOL_LABEL, "node.kubernetes.io/instance-type")
+POD_LABELS_ALLOWED = ("gpucluster.io/job", "jobset.sigs.k8s.io/jobset-name")
+
+# The label our recording rules give a job's series.
+JOB = "gpucluster_job"
+
+# EFA counters: one family, a series per device, port and hw_counter file.
+EFA_COUNTER = "gpucluster_efa_hw_counter"
+EFA_TRAFFIC = ("tx_bytes", "rx_bytes")
+EFA_RDMA = ("rdma_read_bytes", "rdma_write_bytes")
+# Counters that only grow when something is wrong (the EFA driver's port stats).
+EFA_ERRORS = ("rx_drops", "rdma_read_wr_err", "rdma_write_wr_err", "retrans_timeout_events",
+              "unresponsive_remote_events", "impaired_remote_conn_events")
+EFA_RETRANSMITS = ("retrans_bytes", "retrans_pkts")
+
+# What a job may expose on a container port named `metrics` (a PodMonitor scrapes it):
+# the job dashboard plots these when they exist.
+JOB_METRICS_PORT = "metrics"
+JOB_METRICS = {
+    "gpucluster_job_tokens_per_second": "training throughput, tokens/s, a gauge per rank",
+    "gpucluster_job_step_seconds": "wall time of the last optimizer step, a gauge per rank",
+    "gpucluster_job_loss": "the last training loss, a gauge (TensorBoard has the curves)",
+}
+
+# EKS node monitoring agent conditions (EKS User Guide, "Detect node health issues and enable
+# automatic node repair"): each False on a node with a hardware or OS problem.
+NODE_HEALTH_CONDITIONS = ("AcceleratedHardwareReady", "ContainerRuntimeReady", "KernelReady", "NetworkingReady",
+                          "StorageReady")
+
+# XIDs after which the GPU must be reset or the node replaced, not the job retried (NVIDIA's
+# Xid-Catalog.xlsx, "resolution" column: 79 node reboot; 48, 64, 95, 119, 120, 140 GPU reset;
+# 74 NVLink, decode first). Not 63 (row remapping pending, ignore) or 94 (contained ECC, restart the app).
+XIDS_REPLACE_NODE = (48, 64, 74, 79, 95, 119, 120, 140)
