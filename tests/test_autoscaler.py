@@ -21,7 +21,7 @@ CLUSTER = "gpucluster-prod"
 
 # The chart's values.yaml keys at 9.59.0 that we set (kubernetes/autoscaler
 # cluster-autoscaler-chart-9.59.0, cluster-autoscaler/charts/cluster-autoscaler/values.yaml).
-CHART_KEYS = {"cloudProvider", "awsRegion", "autoDiscovery", "image", "fullnameOverride", "rbac", "nodeSelector",
+CHART_KEYS = {"serviceMonitor", "cloudProvider", "awsRegion", "autoDiscovery", "image", "fullnameOverride", "rbac", "nodeSelector",
               "resources", "extraArgs"}
 # Flags of cluster-autoscaler 1.35 (FAQ.md "What are the parameters to CA?", config/flags.go).
 KNOWN_FLAGS = {"logtostderr", "stderrthreshold", "v", "expander", "balance-similar-node-groups",
@@ -43,6 +43,7 @@ def test_helm_values_exact():
     values = autoscaling.helm_values(CLUSTER, "us-east-1", "1.35", [P5, P4D], SYSTEM_NODE_LABEL)
     assert set(values) <= CHART_KEYS
     assert values == {
+        "serviceMonitor": {"enabled": False, "namespace": "kube-system"},
         "cloudProvider": "aws",
         "awsRegion": "us-east-1",
         "autoDiscovery": {"clusterName": CLUSTER},

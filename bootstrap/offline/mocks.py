@@ -193,6 +193,16 @@ class GpuClusterMocks(pulumi_mocks.Mocks):
             n = int(inputs.get("byteLength", 4))
             out.update(hex=h[: 2 * n], b64Url=base64.urlsafe_b64encode(bytes.fromhex(h[: 2 * n])).decode().rstrip("="))
             rid = out["b64Url"]
+        elif t == "aws:amp/workspace:Workspace":
+            # As AMP shapes them: ws-<uuid>, and the workspace's endpoint with a trailing slash
+            # (AMP API reference, WorkspaceDescription.prometheusEndpoint).
+            rid = f"ws-{h[:8]}-{h[8:12]}-{_hex(h, '1', n=4)}-{_hex(h, '2', n=4)}-{_hex(h, '3', n=12)}"
+            out.update(arn=f"arn:aws:aps:{self.region}:{ACCOUNT_ID}:workspace/{rid}",
+                       prometheusEndpoint=f"https://aps-workspaces.{self.region}.amazonaws.com/workspaces/{rid}/")
+        elif t == "random:index/randomPassword:RandomPassword":
+            n = int(inputs.get("length", 16))
+            out["result"] = (h * 4)[:n]
+            rid = "none"  # the provider's id for a password
         elif t == "random:index/randomString:RandomString":
             n = int(inputs.get("length", 8))
             out["result"] = (h * 4)[:n]

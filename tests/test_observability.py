@@ -1,0 +1,499 @@
+"""The metrics stack: what prod installs, what the dashboards and alerts query, the EFA counters, secrets.
+
+Every PromQL expression is parsed (promql-parser, Prometheus' grammar) and
+each metric it names must be one the pinned exporters emit, by their own
+lists at the tag (tests/upstream/metrics, tests/upstream/charts), or one of
+our recording rules, our EFA counter family or the job metrics contract.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from functools import cache
+
+import promql_parser
+import pytest
+import yaml
+
+from components.core import system_nodes
+from components.core.config import ConfigError
+from components.core.kube import nodepool
+from components.core.observability import alerts, dashboards, efa_exporter, metrics
+from components.core.observability import prometheus_stack as ps
+from components.core.planning.metrics_footprint import footprint
+from tests import k8s
+from tests.conftest import stack_config, stack_raw
+
+METRICS = k8s.UPSTREAM / "metrics"
+SLACK = "https://hooks.slack.com/services/T0123ABCD/B0123ABCD/abcdefghijklmnop"
+TOPIC = "arn:aws:sns:us-east-1:210987654321:gpu-alerts"
+
+
+# -- what the exporters emit, read from their own files ------------------------------------------
+
+
+@cache
+def dcgm_fields() -> dict[str, str]:
+    """Every DCGM field dcgm-exporter 4.8.2 knows (default-counters.csv, commented or not) -> its type."""
+    out = {}
+    for line in (METRICS / "dcgm-exporter-4.8.2" / "default-counters.csv").read_text().splitlines():
+        match = re.match(r"#?\s*(DCGM_FI_[A-Z0-9_]+)\s*,\s*(\w+)", line)
+        if match:
+            out[match[1]] = match[2]
+    return out
+
+
+def chart_counters() -> list[str]:
+    """The counters the dcgm-exporter chart installs by default (its metrics ConfigMap template)."""
+    text = (k8s.UPSTREAM / "charts" / "dcgm-exporter-4.8.2" / "templates" / "metrics-configmap.yaml").read_text()
+    default = text.split("{{- else }}", 1)[1]
+    return re.findall(r"^\s+(DCGM_FI_[A-Z0-9_]+)\s*,", default, re.MULTILINE)
+
+
+@cache
+def kube_state_metrics() -> set[str]:
+    names = set()
+    for page in ("pod", "node"):
+        text = (METRICS / f"kube-state-metrics-v2.20.0-{page}-metrics.md").read_text()
+        names |= set(re.findall(r"^\|\s*(kube_[a-z_]+)\s*\|", text, re.MULTILINE))
+    return names
+
+
+@cache
+def kueue_metrics() -> set[str]:
+    text = (METRICS / "kueue-v0.19.2-metrics.go").read_text()
+    return {f"kueue_{name}" for name in
+            re.findall(r"Subsystem:\s*constants\.KueueName,\s*Name:\s*\"([a-z_]+)\"", text)}
+
+
+@cache
+def efa_port_counters() -> set[str]:
+    text = (METRICS / "efa-verbs-efa_linux_3.1.0.c").read_text()
+    block = text.split("#define EFA_DEFINE_PORT_STATS", 1)[1].split("\n\n", 1)[0]
+    return set(re.findall(r'"([a-z_]+)"', block))
+
+
+def emitted() -> set[str]:
+    recorded = {r["record"] for r in alerts.recording_rules(stack_config("prod"))}
+    return ({f for f, _, _ in ps.DCGM_COUNTERS} | kube_state_metrics() | kueue_metrics() | recorded
+            | {metrics.EFA_COUNTER} | set(metrics.JOB_METRICS))
+
+
+def test_the_metric_lists_are_read():
+    assert {"kube_pod_labels", "kube_node_labels", "kube_node_status_condition", "kube_pod_info",
+            "kube_pod_start_time", "kube_pod_container_resource_requests"} <= kube_state_metrics()
+    assert {"kueue_pending_workloads", "kueue_admitted_active_workloads"} <= kueue_metrics()
+    assert {"tx_bytes", "rx_bytes", "rdma_read_bytes", "rdma_write_bytes", "retrans_pkts"} <= efa_port_counters()
+    assert dcgm_fields()["DCGM_FI_DEV_XID_ERRORS"] == "gauge"
+
+
+# -- PromQL -------------------------------------------------------------------------------------------
+
+
+def grafana_free(expr: str) -> str:
+    """A panel's query as Prometheus sees it: Grafana's variables filled in."""
+    return expr.replace("$__rate_interval", "5m").replace("$job", "llama-70b")
+
+
+def selectors(node) -> list:
+    if isinstance(node, promql_parser.VectorSelector):
+        return [node]
+    found = []
+    for attr in ("lhs", "rhs", "expr", "args", "param", "vector_selector"):
+        value = getattr(node, attr, None)
+        for child in value if isinstance(value, list) else [value]:
+            if isinstance(child, promql_parser.Expr):
+                found += selectors(child)
+    return found
+
+
+def check_query(expr: str) -> list[str]:
+    """Problems of one PromQL expression: a parse error, a metric no exporter emits, an EFA counter that is none."""
+    try:
+        tree = promql_parser.parse(grafana_free(expr))
+    except Exception as err:  # noqa: BLE001 (the parser raises a bare Exception subclass)
+        return [f"{expr!r}: {err}"]
+    problems = []
+    for selector in selectors(tree):
+        if selector.name not in emitted():
+            problems.append(f"{expr!r}: {selector.name} is emitted by nothing we install")
+        if selector.name == metrics.EFA_COUNTER:
+            for matcher in selector.matchers.matchers:
+                if matcher.name == "counter":
+                    unknown = set(matcher.value.split("|")) - efa_port_counters()
+                    problems += [f"{expr!r}: no EFA counter {c}" for c in sorted(unknown)]
+    return problems
+
+
+def test_check_query_catches_a_bad_metric_a_bad_counter_and_bad_syntax():
+    assert check_query("avg(DCGM_FI_DEV_GPU_UTIL)") == []
+    assert check_query("avg(DCGM_FI_DEV_GPU_UTILIZATION)") == [
+        "'avg(DCGM_FI_DEV_GPU_UTILIZATION)': DCGM_FI_DEV_GPU_UTILIZATION is emitted by nothing we install"]
+    assert check_query(f'rate({metrics.EFA_COUNTER}{{counter=~"tx_bytes|tx_bits"}}[5m])')[0].endswith(
+        "no EFA counter tx_bits")
+    assert "unclosed" in check_query("sum(rate(x[5m])")[0]
+
+
+def prometheus_queries(board: dict) -> list[str]:
+    return [t["expr"] for p in board["panels"] for t in p["targets"] if t["datasource"]["type"] == "prometheus"]
+
+
+def prod_dashboards() -> dict[str, dict]:
+    return dashboards.dashboards(stack_config("prod"), "fs-0123456789abcdef0", "us-east-1")
+
+
+def test_every_dashboard_query_parses_and_names_only_emitted_metrics():
+    boards = prod_dashboards()
+    assert list(boards) == list(dashboards.DASHBOARD_KEYS)
+    problems = [p for board in boards.values() for q in prometheus_queries(board) for p in check_query(q)]
+    variable = boards["gpucluster-job.json"]["templating"]["list"][0]
+    assert variable["query"]["query"] == f"label_values({alerts.JOB_NODE}, {metrics.JOB})"
+    assert problems == []
+
+
+def test_every_rule_parses_names_only_emitted_metrics_and_has_a_runbook():
+    cfg = stack_config("prod")
+    rule = alerts.prometheus_rule(cfg, ps.NAMESPACE)
+    k8s.validate_custom(rule, "monitoring.coreos.com_prometheusrules.yaml")
+    rules = [r for g in rule["spec"]["groups"] for r in g["rules"]]
+    assert [p for r in rules for p in check_query(r["expr"])] == []
+    alerting = [r for r in rules if "alert" in r]
+    assert all(r["annotations"]["runbook"] and "\n" not in r["annotations"]["runbook"] for r in alerting)
+    assert {r["alert"] for r in alerting} == {
+        "GpuXidNeedsNodeReplacement", "JobGpusIdle", "EfaErrorsRising", "PoolNodeNotReady",
+        "PoolNodeHardwareCondition", "WorkloadPendingTooLong", "JobPodsPendingTooLong", "JobNearDeadline"}
+
+
+def test_alert_thresholds_come_from_the_stack():
+    cfg = stack_config("prod", {"gpucluster:observability": {"pendingAlertMinutes": 45}})
+    by_name = {r["alert"]: r for r in alerts.alert_rules(cfg)}
+    assert by_name["WorkloadPendingTooLong"]["for"] == "45m"
+    assert by_name["JobGpusIdle"]["for"] == "15m" and by_name["JobGpusIdle"]["expr"].endswith("< 10")
+    # prod's two jobs with a deadline: llama-70b's activeDeadlineSeconds, gpt-pretrain's maxCostUsd.
+    deadlines = [r for r in alerts.alert_rules(cfg) if r["alert"] == "JobNearDeadline"]
+    assert [re.search(r'gpucluster_job="([^"]+)"\} > (\d+)', r["expr"]).groups() for r in deadlines] == [
+        ("llama-70b", str(int(3628800 * 0.9))), ("gpt-pretrain", str(int(deadline("gpt-pretrain") * 0.9)))]
+    xids = by_name["GpuXidNeedsNodeReplacement"]["expr"]
+    assert sorted(int(x) for x in re.findall(r"== (\d+)", xids)) == [48, 64, 74, 79, 95, 119, 120, 140]
+
+
+def deadline(job: str) -> int:
+    from components.core.planning import teardown
+
+    cfg = stack_config("prod")
+    spec = next(j for j in cfg.jobs if j.name == job)
+    return teardown.deadline_seconds(spec, cfg.pool(spec.pool), cfg.prices)
+
+
+def test_cost_and_bandwidth_rules_use_the_stack_s_prices_and_the_catalog():
+    cfg = stack_config("prod", {"gpucluster:prices": {"p5.48xlarge": 40.5}})
+    rules = {r["record"]: r["expr"] for r in alerts.recording_rules(cfg)}
+    assert '(count(kube_node_labels{label_node_kubernetes_io_instance_type="p5.48xlarge"}) or vector(0)) * 40.5' \
+        in rules[alerts.COST]
+    assert '{label_node_kubernetes_io_instance_type="p5.48xlarge"}) * 0 + 3200' in rules[alerts.NODE_BANDWIDTH]
+
+
+# -- dcgm-exporter -------------------------------------------------------------------------------------
+
+
+def test_dcgm_counters_keep_the_chart_s_and_add_sm_activity_and_ecc():
+    ours = [f for f, _, _ in ps.DCGM_COUNTERS]
+    assert [f for f in ours if f in chart_counters()] == chart_counters()
+    assert set(ours) - set(chart_counters()) == {"DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
+                                                 "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"}
+    assert {f: t for f, t, _ in ps.DCGM_COUNTERS} == {f: dcgm_fields()[f] for f in ours}  # known, same type
+    assert ps.dcgm_counters_csv().splitlines()[0] == "DCGM_FI_DEV_SM_CLOCK, gauge, SM clock frequency (in MHz)."
+
+
+# -- the EFA counters ----------------------------------------------------------------------------------
+
+
+def fake_sysfs(root, devices: dict[str, dict[str, str]]):
+    for device, counters in devices.items():
+        folder = root / "class" / "infiniband" / device / "ports" / "1" / "hw_counters"
+        folder.mkdir(parents=True)
+        for name, value in counters.items():
+            (folder / name).write_text(value + "\n")
+
+
+def test_the_collector_script_writes_every_counter_of_every_device(tmp_path):
+    shell = shutil.which("sh")
+    assert shell is not None
+    fake_sysfs(tmp_path / "sys", {"rdmap16s27": {"tx_bytes": "123", "rx_bytes": "456", "lifespan": "12"},
+                                  "rdmap32s27": {"rdma_write_bytes": "789", "weird": "n/a"}})
+    out = tmp_path / "textfile"
+    out.mkdir()
+    script = tmp_path / "collect.sh"
+    script.write_text(efa_exporter.COLLECT_SCRIPT)
+    subprocess.run([shell, str(script)], check=True, timeout=30, env={
+        "SYSFS_ROOT": str(tmp_path / "sys"), "TEXTFILE_DIR": str(out), "ONCE": "1", "PATH": "/usr/bin:/bin"})
+    lines = (out / "efa.prom").read_text().splitlines()
+    assert lines[:2] == [f"# HELP {metrics.EFA_COUNTER} EFA device counter, /sys/class/infiniband/<device>/ports/"
+                         "<port>/hw_counters/<counter>.", f"# TYPE {metrics.EFA_COUNTER} untyped"]
+    assert sorted(lines[2:]) == sorted([
+        f'{metrics.EFA_COUNTER}{{device="rdmap16s27",port="1",counter="lifespan"}} 12',
+        f'{metrics.EFA_COUNTER}{{device="rdmap16s27",port="1",counter="rx_bytes"}} 456',
+        f'{metrics.EFA_COUNTER}{{device="rdmap16s27",port="1",counter="tx_bytes"}} 123',
+        f'{metrics.EFA_COUNTER}{{device="rdmap32s27",port="1",counter="rdma_write_bytes"}} 789',
+    ])  # "n/a" is not a number: left out, not a broken file
+    assert not (out / "efa.prom.tmp").exists()
+
+
+def test_the_collector_writes_a_valid_empty_file_without_efa(tmp_path):
+    (tmp_path / "sys").mkdir()
+    script = tmp_path / "collect.sh"
+    script.write_text(efa_exporter.COLLECT_SCRIPT)
+    subprocess.run([shutil.which("sh"), str(script)], check=True, timeout=30, env={
+        "SYSFS_ROOT": str(tmp_path / "sys"), "TEXTFILE_DIR": str(tmp_path), "ONCE": "1", "PATH": "/usr/bin:/bin"})
+    assert len((tmp_path / "efa.prom").read_text().splitlines()) == 2
+
+
+def test_the_counters_we_name_are_the_efa_driver_s():
+    named = set(metrics.EFA_TRAFFIC + metrics.EFA_RDMA + metrics.EFA_ERRORS + metrics.EFA_RETRANSMITS)
+    assert named <= efa_port_counters()
+
+
+# -- the program -------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def prod():
+    from bootstrap.offline import mocks
+
+    return mocks.run_program(stack_raw("prod"), "prod")
+
+
+def objects(rec, kind: str) -> list[dict]:
+    return [o for o in k8s.k8s_objects(rec) if o["kind"] == kind]
+
+
+def release(rec, chart: str):
+    (found,) = [r for r in rec.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["chart"] == chart]
+    return found
+
+
+def test_prod_installs_the_stack_on_the_system_nodes_with_a_sized_gp3_volume(prod):
+    cfg = stack_config("prod")
+    fp = footprint(cfg)
+    stack = release(prod, "kube-prometheus-stack")
+    assert (stack.inputs["version"], stack.inputs["namespace"]) == ("88.5.3", "monitoring")
+    spec = stack.inputs["values"]["prometheus"]["prometheusSpec"]
+    assert spec["nodeSelector"] == nodepool.SYSTEM_NODE_LABEL
+    assert spec["retention"] == "15d" and spec["retentionSize"] == f"{fp.retention_size_gb}GB"
+    claim = spec["storageSpec"]["volumeClaimTemplate"]["spec"]
+    assert claim["storageClassName"] == "gpucluster-gp3"
+    assert claim["resources"]["requests"]["storage"] == f"{fp.volume_gib}Gi"
+    assert spec["resources"]["requests"]["memory"] == fp.prometheus_resources["requests"]["memory"]
+    assert "remoteWrite" not in spec
+    (sc,) = prod.of_type("kubernetes:storage.k8s.io/v1:StorageClass")
+    assert (sc.inputs["provisioner"], sc.inputs["parameters"]) == ("ebs.csi.aws.com", {"type": "gp3",
+                                                                                       "encrypted": "true"})
+    assert sc.inputs["volumeBindingMode"] == "WaitForFirstConsumer"
+    values = stack.inputs["values"]
+    for part in ("grafana", "kube-state-metrics"):
+        assert values[part]["nodeSelector"] == nodepool.SYSTEM_NODE_LABEL and values[part]["resources"]["requests"]
+    assert values["grafana"]["admin"]["existingSecret"] == "grafana-admin"
+    assert values["kube-state-metrics"]["metricLabelsAllowlist"] == [
+        "nodes=[gpucluster.io/pool,node.kubernetes.io/instance-type]",
+        "pods=[gpucluster.io/job,jobset.sigs.k8s.io/jobset-name]"]
+
+
+def test_dcgm_exporter_runs_on_gpu_pools_only_and_keeps_the_workload_s_pod(prod):
+    dcgm = release(prod, "dcgm-exporter")
+    stack = release(prod, "kube-prometheus-stack")
+    assert dcgm.inputs["version"] == "4.8.2" and prod.depends_on(dcgm, stack)  # its ServiceMonitor needs the CRD
+    values = dcgm.inputs["values"]
+    terms = values["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms == [{"matchExpressions": [{"key": "gpucluster.io/pool", "operator": "Exists"}]}]
+    assert values["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    assert values["serviceMonitor"]["honorLabels"] is True
+    assert values["serviceMonitor"]["relabelings"] == [
+        {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node", "action": "replace"}]
+
+
+def test_efa_counters_run_on_efa_nodes_of_published_pinned_images(prod, run_stack):
+    (ds,) = objects(prod, "DaemonSet")
+    pod = ds["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"vpc.amazonaws.com/efa.present": "true"}
+    assert [c["image"] for c in pod["containers"]] == ["public.ecr.aws/docker/library/busybox:1.37.0",
+                                                       "quay.io/prometheus/node-exporter:v1.12.1"]
+    assert [v for v in pod["volumes"] if "hostPath" in v] == [
+        {"name": "sys", "hostPath": {"path": "/sys", "type": "Directory"}}]
+    assert all(m["readOnly"] for c in pod["containers"] for m in c["volumeMounts"] if m["name"] == "sys")
+    monitors = {o["metadata"]["name"] for o in objects(prod, "PodMonitor")}
+    assert monitors == {"efa-counters", "gpucluster-jobs"}
+    assert objects(run_stack("dev"), "DaemonSet") == []  # dev's g6e.xlarge has no EFA
+
+
+def test_three_dashboards_in_configmaps_the_sidecar_loads(prod):
+    maps = [o for o in objects(prod, "ConfigMap") if o["metadata"]["name"].startswith("gpucluster-")]
+    assert sorted(o["metadata"]["name"] for o in maps) == ["gpucluster-cluster", "gpucluster-job",
+                                                           "gpucluster-node-health"]
+    for cm in maps:
+        assert cm["metadata"]["labels"]["grafana_dashboard"] == "1" and cm["metadata"]["namespace"] == "monitoring"
+        (text,) = cm["data"].values()
+        board = json.loads(text)
+        assert board["uid"] == cm["metadata"]["name"]
+    job = json.loads(next(cm for cm in maps if cm["metadata"]["name"] == "gpucluster-job")["data"][
+        "gpucluster-job.json"])
+    fsx = next(p for p in job["panels"] if p["datasource"]["type"] == "cloudwatch")
+    file_system = prod.of_type("aws:fsx/lustreFileSystem:LustreFileSystem")[0].id
+    assert {t["metricName"] for t in fsx["targets"]} == {"DataReadBytes", "DataWriteBytes"}
+    assert all(t["dimensions"] == {"FileSystemId": file_system} for t in fsx["targets"])
+    # 48000 GiB of PERSISTENT_2 at 500 MB/s/TiB = 24000 MB/s, per 60 s CloudWatch period.
+    assert fsx["fieldConfig"]["defaults"]["thresholds"]["steps"][1]["value"] == 24000 * 1e6 * 60
+
+
+def test_grafana_reads_cloudwatch_with_its_own_role_and_nothing_else(prod):
+    (assoc,) = [a for a in prod.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")
+                if a.inputs["serviceAccount"] == "grafana"]
+    assert assoc.inputs["namespace"] == "monitoring"
+    (policy,) = [p for p in prod.of_type("aws:iam/rolePolicy:RolePolicy") if p.name.endswith("grafana-role-policy")]
+    assert json.loads(policy.inputs["policy"])["Statement"] == [
+        {"Effect": "Allow", "Action": ["cloudwatch:GetMetricData", "cloudwatch:ListMetrics"], "Resource": "*"}]
+    datasources = release(prod, "kube-prometheus-stack").inputs["values"]["grafana"]["additionalDataSources"]
+    assert datasources == [{"name": "CloudWatch", "uid": "cloudwatch", "type": "cloudwatch",
+                            "jsonData": {"authType": "default", "defaultRegion": "us-east-1"}}]
+
+
+def test_tensorboard_serves_the_file_system_read_only_from_the_system_nodes(prod):
+    (board,) = [o for o in objects(prod, "Deployment") if o["metadata"]["name"] == "tensorboard"]
+    pod = board["spec"]["template"]["spec"]
+    assert board["metadata"]["namespace"] == "training" and pod["nodeSelector"] == nodepool.SYSTEM_NODE_LABEL
+    assert pod["volumes"] == [{"name": "fsx", "persistentVolumeClaim": {"claimName": "fsx", "readOnly": True}}]
+    assert pod["containers"][0]["volumeMounts"] == [{"name": "fsx", "mountPath": "/fsx", "readOnly": True}]
+    assert "--logdir=/fsx/tensorboard" in pod["containers"][0]["command"]
+
+
+def test_other_charts_scrape_through_their_own_service_monitors_after_the_crds(prod):
+    stack = release(prod, "kube-prometheus-stack")
+    for chart, key in (("cluster-autoscaler", ("serviceMonitor", "enabled")),
+                       ("oci://registry.k8s.io/kueue/charts/kueue", ("enablePrometheus",))):
+        other = release(prod, chart)
+        value = other.inputs["values"]
+        for part in key:
+            value = value[part]
+        assert value is True and prod.depends_on(other, stack), chart
+
+
+def test_disabled_leaves_the_metrics_stack_out(run_stack):
+    rec = run_stack("prod", {"gpucluster:observability": {"enabled": False}})
+    charts = {r.inputs["chart"] for r in rec.of_type("kubernetes:helm.sh/v3:Release")}
+    assert not charts & {"kube-prometheus-stack", "dcgm-exporter"}
+    assert objects(rec, "DaemonSet") == [] and objects(rec, "PrometheusRule") == []
+    assert release(rec, "cluster-autoscaler").inputs["values"]["serviceMonitor"]["enabled"] is False
+    assert "monitoring" not in rec.stack_outputs
+    assert not [line for line in rec.stack_outputs["estimatedCostPerHourUsd"]["lines"] if "gp3" in line["item"]]
+
+
+def test_amp_remote_write_has_its_own_workspace_and_write_only_role(run_stack):
+    rec = run_stack("prod", {"gpucluster:observability": {"remoteWrite": "amp"}})
+    (workspace,) = rec.of_type("aws:amp/workspace:Workspace")
+    (policy,) = [p for p in rec.of_type("aws:iam/rolePolicy:RolePolicy") if p.name.endswith("prometheus-role-policy")]
+    assert json.loads(policy.inputs["policy"])["Statement"] == [
+        {"Effect": "Allow", "Action": ["aps:RemoteWrite"], "Resource": workspace.outputs["arn"]}]
+    spec = release(rec, "kube-prometheus-stack").inputs["values"]["prometheus"]["prometheusSpec"]
+    endpoint = workspace.outputs["prometheusEndpoint"].rstrip("/")
+    assert spec["remoteWrite"] == [{"url": f"{endpoint}/api/v1/remote_write", "sigv4": {"region": "us-east-1"}}]
+    assert any(line["item"].startswith("Amazon Managed Prometheus")
+               for line in rec.stack_outputs["estimatedCostPerHourUsd"]["lines"])
+
+
+def test_sns_and_slack_receivers():
+    from bootstrap.offline import mocks
+
+    raw = stack_raw("prod", {"gpucluster:observability": {"alertSnsTopicArn": TOPIC},
+                             "gpucluster:alertSlackWebhookUrl": SLACK})
+    rec = mocks.run_program(raw, "prod", secret_keys=("gpucluster:alertSlackWebhookUrl",))
+    config = release(rec, "kube-prometheus-stack").inputs["values"]["alertmanager"]["config"]
+    receiver = next(r for r in config["receivers"] if r["name"] == "gpucluster")
+    assert receiver["sns_configs"][0]["topic_arn"] == TOPIC
+    assert receiver["sns_configs"][0]["sigv4"] == {"region": "us-east-1"}
+    assert receiver["slack_configs"][0]["api_url_file"] == "/etc/alertmanager/secrets/alertmanager-receivers/" \
+                                                           "slack-webhook-url"
+    (policy,) = [p for p in rec.of_type("aws:iam/rolePolicy:RolePolicy") if p.name.endswith("alertmanager-role-policy")]
+    assert json.loads(policy.inputs["policy"])["Statement"][0]["Resource"] == TOPIC
+    (secret,) = [s for s in rec.of_type("kubernetes:core/v1:Secret") if s.name.endswith("alert-receivers")]
+    assert secret.inputs["stringData"] == {"slack-webhook-url": SLACK}
+    assert any(path.startswith("stringData") for path in secret.secret_inputs)
+    assert SLACK not in json.dumps(release(rec, "kube-prometheus-stack").inputs["values"])
+
+
+def test_no_receiver_by_default(prod):
+    config = release(prod, "kube-prometheus-stack").inputs["values"]["alertmanager"]["config"]
+    assert config["receivers"] == [{"name": "gpucluster"}, {"name": "null"}]
+
+
+def test_a_webhook_in_plain_text_is_refused_without_echoing_it():
+    with pytest.raises(ConfigError) as err:
+        stack_config("prod", {"gpucluster:alertSlackWebhookUrl": SLACK})
+    text = err.value.render()
+    assert "gpucluster:alertSlackWebhookUrl: is stored in plain text" in text and SLACK not in text
+    with pytest.raises(ConfigError) as err:
+        stack_config("prod", {"gpucluster:alertSlackWebhookUrl": "https://example.com/hook?token=s3cr3t"})
+    assert "is not a Slack incoming-webhook URL" in err.value.render() and "s3cr3t" not in err.value.render()
+
+
+def test_bad_observability_keys_are_reported_together():
+    with pytest.raises(ConfigError) as err:
+        stack_config("prod", {"gpucluster:observability": {"retentionDays": 0, "remoteWrite": "thanos",
+                                                            "alertSnsTopicArn": TOPIC + ".fifo"}})
+    lines = err.value.render().splitlines()
+    assert any(line.startswith("  - gpucluster:observability.retentionDays: got 0") for line in lines)
+    assert "  - gpucluster:observability.remoteWrite: got 'thanos'; allowed: none, amp" in lines
+    assert any(line.startswith("  - gpucluster:observability.alertSnsTopicArn: got") for line in lines)
+
+
+# -- the system nodes ----------------------------------------------------------------------------------
+
+
+def test_a_system_node_group_too_small_is_refused_with_the_shortfall_and_a_size_that_fits():
+    with pytest.raises(ConfigError) as err:
+        stack_config("prod", {"gpucluster:systemNodes": {"instanceType": "m7i.large", "count": 1}})
+    (line,) = [x for x in err.value.render().splitlines() if "systemNodes" in x]
+    assert line.startswith("  - gpucluster:systemNodes: 1 x m7i.large offer 1930m CPU and 7108Mi allocatable, "
+                           "but the system pods request ")
+    assert re.search(r"short of \d+m CPU", line) and line.endswith("would hold them (count, instanceType)")
+    suggested = re.search(r"; (\d+) x (m7i\.\w+) would hold them", line).groups()
+    resized = {"gpucluster:systemNodes": {"instanceType": suggested[1], "count": int(suggested[0])}}
+    assert stack_config("prod", resized).system_nodes.count == int(suggested[0])  # and that one passes
+
+
+def test_the_sums_count_daemonsets_per_node_and_the_metrics_stack_only_when_on():
+    on = system_nodes.capacity(stack_config("prod"))
+    off = system_nodes.capacity(stack_config("prod", {"gpucluster:observability": {"enabled": False}}))
+    prometheus = footprint(stack_config("prod")).prometheus_resources["requests"]
+    stack_cpu = 500 + 100 + 20 + (100 + 2 * 10) + 50 + 3 * 20 + 100  # prometheus, operator, AM, grafana, KSM, NE x3, TB
+    assert on.requested_cpu_m - off.requested_cpu_m == stack_cpu
+    assert prometheus["cpu"] == "500m"
+    assert system_nodes.allocatable("m7i.large") == (1930, 7108)
+    assert system_nodes.reserved_cpu_m(8) == 90  # 60 + 10 + 5 + 5 + 4 x 2.5
+
+
+def test_the_plan_lists_the_monitoring_pieces(prod):
+    out = prod.stack_outputs["monitoring"]
+    assert out["dashboards"] == list(dashboards.DASHBOARD_KEYS)
+    assert out["volumeGiB"] == footprint(stack_config("prod")).volume_gib
+    lines = {line["item"]: line for line in prod.stack_outputs["estimatedCostPerHourUsd"]["lines"]}
+    gp3 = lines[f"Prometheus gp3 volume {out['volumeGiB']} GiB"]
+    assert gp3["minPerHour"] == round(out["volumeGiB"] * 1.073741824 * 0.08 / 730, 4)
+
+
+def test_the_volume_is_sized_from_retention_and_can_be_set():
+    small = footprint(stack_config("prod", {"gpucluster:observability": {"retentionDays": 1}}))
+    large = footprint(stack_config("prod", {"gpucluster:observability": {"retentionDays": 90}}))
+    assert small.volume_gib == 20  # the floor
+    # 90 days of every series at 2 bytes a sample every 30 s, held twice over (compaction and headroom).
+    assert large.volume_gib * 2**30 >= 2 * large.series / 30 * 2 * 90 * 86400
+    assert large.volume_gib - 10 < 2 * large.series / 30 * 2 * 90 * 86400 / 2**30  # rounded up to 10 GiB, no more
+    assert footprint(stack_config("prod", {"gpucluster:observability": {"volumeGiB": 500}})).volume_gib == 500
+
+
+def test_shipped_values_yaml_round_trips():
+    # The values the chart reads, as YAML (what `helm get values` would show), carry no Python objects.
+    values = ps.kube_prometheus_stack_values(footprint(stack_config("prod")), "gpucluster-prod", "us-east-1",
+                                             alerts.alertmanager_config(None, None))
+    assert yaml.safe_load(yaml.safe_dump(values)) == values
