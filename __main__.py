@@ -10,7 +10,7 @@ from components.aws.gpu_pool import GpuNodePool, GpuNodePoolArgs
 from components.aws.network import Network, NetworkArgs
 from components.aws.storage import Storage, StorageArgs
 from components.core.config.values import is_admin
-from components.core.observability import dashboards
+from components.core.observability import access, dashboards
 from components.core.planning import cost
 from components.core.problems import ConfigError, raise_problems
 from components.hooks import HookSettings, StackHooks
@@ -52,10 +52,12 @@ network = Network(name, NetworkArgs(config=cfg.network, cluster_name=name, regio
 
 # EKS and FSx are the two slow creations: neither waits for the other.
 cluster = Cluster(name, ClusterArgs(config=cfg, subnet_ids=network.cluster_subnet_ids,
-                                    log_group_exists=lookups.log_group_exists(f"/aws/eks/{name}/cluster")))
+                                    log_group_exists=lookups.log_group_exists(f"/aws/eks/{name}/cluster"),
+                                    hooks=hooks))
 storage = Storage(f"{name}-storage", StorageArgs(
     config=cfg.storage, cluster_name=name, vpc_id=network.vpc_id, subnet_id=network.gpu_subnet_id,
     client_security_group_ids=[network.node_security_group_id], tags=cfg.tags, existing_bucket=kept_bucket,
+    system_security_group_id=cluster.cluster_security_group_id if cfg.observability.tensorboard_on else None,
     hooks=hooks))
 
 pools = {pool.name: GpuNodePool(f"{name}-{pool.name}", GpuNodePoolArgs(
@@ -85,7 +87,7 @@ autoscaler = ClusterAutoscaler(f"{name}-autoscaler", ClusterAutoscalerArgs(
     metrics=monitoring is not None))
 operators = Operators(f"{name}-operators", OperatorsArgs(
     provider=cluster.provider, pools=cfg.gpu_pools, jobs=cfg.jobs, claim_name=volume.claim_name,
-    depends_on=[cluster.system_nodes]))
+    depends_on=[cluster.system_nodes], metrics_crds=metrics_crds))
 queue = Queue(f"{name}-queue", QueueArgs(
     pools=cfg.gpu_pools, system_nodes=cfg.system_nodes, namespace=cfg.training_namespace,
     namespace_resource=cluster.training_namespace, provider=cluster.provider, stop_policy=cfg.stop_policy,
@@ -120,7 +122,7 @@ pulumi.export("fsxClaimName", volume.claim_name)
 pulumi.export("localQueue", f"{cfg.training_namespace}/{queue.local_queue_name}")
 pulumi.export("expectedBusBandwidthGBps", {n: t.expected_busbw_gbps for n, t in fabric_tests.items()})
 if monitoring is not None:
-    pulumi.export("monitoring", {**monitoring.footprint.to_dict(), "grafana": "kubectl -n monitoring port-forward "
-                                 "svc/kps-grafana 3000:80", "dashboards": list(dashboards.DASHBOARD_KEYS)})
+    pulumi.export("monitoring", {**monitoring.footprint.to_dict(), "grafana": access.GRAFANA,
+                                 "dashboards": list(dashboards.DASHBOARD_KEYS)})
 pulumi.export("estimatedCostPerHourUsd", {**estimate.to_dict(),
                                           "paused": cost.paused_per_hour(cfg, reserved, len(zones.zones))})

@@ -15,11 +15,13 @@ from components.hooks import (
     EXPORT_HOOK,
     FSX_TASKS_HOOK,
     SKIP_EXPORT_ENV,
+    VOLUMES_HOOK,
     HookSettings,
     HookWork,
     StackHooks,
     bucket_guard,
     leaked_enis,
+    metrics_volumes,
 )
 from tests.conftest import stack_config, stack_raw
 
@@ -130,6 +132,49 @@ def test_only_detached_cni_interfaces_of_this_cluster_are_deleted(aws):
     assert leaked_enis.release_leaked_enis(ec2, subnet_id, CLUSTER) == []  # a second run finds nothing
 
 
+# -- the metrics volume the EBS CSI driver left ------------------------------------------------
+
+
+def volume(ec2, tags: dict[str, str]) -> str:
+    spec = [{"ResourceType": "volume", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}] if tags else []
+    return ec2.create_volume(AvailabilityZone=f"{REGION}a", Size=100, VolumeType="gp3",
+                             TagSpecifications=spec)["VolumeId"]
+
+
+def test_only_detached_metrics_volumes_of_this_cluster_are_deleted(aws):
+    ec2 = aws.client("ec2")
+    ours = {metrics_volumes.CLUSTER_TAG: CLUSTER, metrics_volumes.CLAIM_NAMESPACE_TAG: "monitoring",
+            "kubernetes.io/created-for/pvc/name": "prometheus-kps-prometheus-db-prometheus-kps-prometheus-0"}
+    prometheus = volume(ec2, ours)
+    users = volume(ec2, {**ours, metrics_volumes.CLAIM_NAMESPACE_TAG: "research"})  # someone's data
+    other_cluster = volume(ec2, {**ours, metrics_volumes.CLUSTER_TAG: "gpucluster-prod"})
+    untagged = volume(ec2, {})
+    attached = volume(ec2, ours)
+    vpc = ec2.create_vpc(CidrBlock="10.10.0.0/16")["Vpc"]["VpcId"]
+    subnet_id = ec2.create_subnet(VpcId=vpc, CidrBlock="10.10.0.0/19", AvailabilityZone=f"{REGION}a")["Subnet"]
+    instance = ec2.run_instances(ImageId="ami-12c6146b", MinCount=1, MaxCount=1,
+                                 SubnetId=subnet_id["SubnetId"])["Instances"][0]["InstanceId"]
+    ec2.attach_volume(VolumeId=attached, InstanceId=instance, Device="/dev/sdf")
+    logs: list[str] = []
+    assert metrics_volumes.release_metrics_volumes(ec2, CLUSTER, log=logs.append) == [prometheus]
+    left = {v["VolumeId"] for v in ec2.describe_volumes()["Volumes"]}
+    assert {users, other_cluster, untagged, attached} <= left and prometheus not in left
+    assert logs == [f"{CLUSTER}: deleted {prometheus}, the metrics volume the EBS CSI driver left",
+                    f"{CLUSTER}: {attached} (metrics) is still attached and stays; delete it once detached: "
+                    f"aws ec2 delete-volume --volume-id {attached}"]
+
+
+def test_the_cluster_carries_the_volume_hook_and_the_driver_the_tag(run_stack):
+    rec = run_stack("dev")
+    (cluster,) = rec.of_type("aws:eks/cluster:Cluster")
+    assert cluster.hooks == {"before_delete": [VOLUMES_HOOK]}
+    (ebs,) = [a for a in rec.of_type("aws:eks/addon:Addon") if a.inputs["addonName"] == "aws-ebs-csi-driver"]
+    import json
+
+    assert json.loads(ebs.inputs["configurationValues"]) == {
+        "controller": {"extraVolumeTags": {metrics_volumes.CLUSTER_TAG: CLUSTER}}}
+
+
 # -- the hook layer --------------------------------------------------------------------------
 
 
@@ -142,11 +187,11 @@ def test_hooks_have_stable_names_and_are_all_registered():
     mocks.run_program(stack_raw("dev"), "dev", program=program)
     hooks = registered[0]
     names = {hooks.export_to_s3.name, hooks.wait_for_fsx_tasks.name, hooks.keep_bucket_data.name,
-             hooks.release_leaked_enis.name}
+             hooks.release_leaked_enis.name, hooks.release_metrics_volumes.name}
     # The state records these names: renaming one orphans the hooks of deployed stacks.
-    assert names == {EXPORT_HOOK, FSX_TASKS_HOOK, BUCKET_HOOK, ENI_HOOK} == {
+    assert names == {EXPORT_HOOK, FSX_TASKS_HOOK, BUCKET_HOOK, ENI_HOOK, VOLUMES_HOOK} == {
         "gpucluster-export-fsx-to-s3", "gpucluster-wait-for-fsx-tasks", "gpucluster-keep-bucket-data",
-        "gpucluster-release-leaked-enis"}
+        "gpucluster-release-leaked-enis", "gpucluster-release-metrics-volumes"}
 
 
 def test_settings_come_from_the_stack():

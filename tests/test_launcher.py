@@ -269,8 +269,13 @@ def test_trainjob_against_our_runtime():
     assert (m["apiVersion"], m["kind"]) == ("trainer.kubeflow.org/v1alpha1", "TrainJob")
     assert spec["runtimeRef"] == {"apiGroup": "trainer.kubeflow.org", "kind": "ClusterTrainingRuntime",
                                   "name": "gpucluster-torch-h100-r3"}
-    # Kueue's webhook suspends it and adds its runtime patch on create; nothing of ours for it to change.
-    assert "suspend" not in spec and "runtimePatches" not in spec
+    # Kueue's webhook suspends it and adds its own runtime patch (its manager's entry) on create.
+    assert "suspend" not in spec
+    # Ours labels the node pods like an MPIJob's (Trainer copies no TrainJob label to its pods).
+    assert spec["runtimePatches"] == [{"manager": "gpucluster.io/launcher", "trainingRuntimeSpec": {"template": {
+        "spec": {"replicatedJobs": [{"name": "node", "template": {"spec": {"template": {"metadata": {"labels": {
+            "app.kubernetes.io/part-of": "gpucluster", "gpucluster.io/job": "torch-h100",
+            "gpucluster.io/pool": "h100"}}}}}}]}}}}]
     assert spec["trainer"] == {
         "numNodes": 2, "numProcPerNode": 8, "image": IMAGE,
         "command": ["torchrun", "--no-python", "python", "train.py", "--steps=10"],
@@ -306,7 +311,10 @@ def test_runtime_is_the_trainer_node_with_a_whole_gang_restart():
 
 def test_a_job_with_its_own_mount_path_gets_its_own_runtime():
     tuned = manifest("tuned-torch")
-    assert "runtimePatches" not in tuned["spec"]
+    # The mount is the runtime's: our patch carries pod labels only, never a pod spec.
+    (patch,) = tuned["spec"]["runtimePatches"]
+    (node,) = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
+    assert list(node["template"]["spec"]["template"]) == ["metadata"]
     mounts = {m["mountPath"]: m["name"] for m in worker_container(tuned)["volumeMounts"]}
     assert mounts == {"/dev/shm": "dshm", "/data": "fsx"}
     assert trainer.runtime_name(CFG.pool("h100"), 3) == "gpucluster-torch-h100-r3"

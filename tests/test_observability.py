@@ -20,7 +20,7 @@ import yaml
 
 from components.core import system_nodes
 from components.core.config import ConfigError
-from components.core.kube import nodepool
+from components.core.kube import launcher, nodepool
 from components.core.observability import alerts, dashboards, efa_exporter, metrics
 from components.core.observability import prometheus_stack as ps
 from components.core.planning.metrics_footprint import footprint
@@ -177,7 +177,12 @@ def test_alert_thresholds_come_from_the_stack():
     assert [re.search(r'gpucluster_job="([^"]+)"\} > (\d+)', r["expr"]).groups() for r in deadlines] == [
         ("llama-70b", str(int(3628800 * 0.9))), ("gpt-pretrain", str(int(deadline("gpt-pretrain") * 0.9)))]
     xids = by_name["GpuXidNeedsNodeReplacement"]["expr"]
-    assert sorted(int(x) for x in re.findall(r"== (\d+)", xids)) == [48, 64, 74, 79, 95, 119, 120, 140]
+    # The EKS node monitoring agent's fatal XIDs and 154; any of them in the last 6 hours (the gauge holds
+    # the last XID only, so a later harmless one must not end the alert).
+    assert sorted(int(x) for x in re.findall(r"== (\d+)", xids)) == [46, 48, 54, 62, 63, 64, 74, 79, 95, 109, 110,
+                                                                      119, 120, 140, 154]
+    assert xids.startswith("max by (node, gpu) (max_over_time((") and xids.endswith(")[6h:1m]))")
+    assert by_name["WorkloadPendingTooLong"]["expr"] == "sum by (cluster_queue) (kueue_pending_workloads) > 0"
 
 
 def deadline(job: str) -> int:
@@ -324,7 +329,7 @@ def test_efa_counters_run_on_efa_nodes_of_published_pinned_images(prod, run_stac
         {"name": "sys", "hostPath": {"path": "/sys", "type": "Directory"}}]
     assert all(m["readOnly"] for c in pod["containers"] for m in c["volumeMounts"] if m["name"] == "sys")
     monitors = {o["metadata"]["name"] for o in objects(prod, "PodMonitor")}
-    assert monitors == {"efa-counters", "gpucluster-jobs"}
+    assert monitors == {"efa-counters", "gpucluster-jobs", "mpi-operator"}
     assert objects(run_stack("dev"), "DaemonSet") == []  # dev's g6e.xlarge has no EFA
 
 
@@ -368,6 +373,23 @@ def test_tensorboard_serves_the_file_system_read_only_from_the_system_nodes(prod
     assert "--logdir=/fsx/tensorboard" in pod["containers"][0]["command"]
 
 
+def test_the_system_nodes_reach_fsx_for_tensorboard_without_fsx_waiting_for_eks(prod, run_stack):
+    (eks,) = prod.of_type("aws:eks/cluster:Cluster")
+    cluster_sg = eks.outputs["vpcConfig"]["clusterSecurityGroupId"]
+    (fs,) = prod.of_type("aws:fsx/lustreFileSystem:LustreFileSystem")
+    rules = [r for r in prod.resources if r.type.startswith("aws:vpc/securityGroup") and "-system" in r.name]
+    # Lustre's TCP 988 and 1018-1023 both ways: the file system's group and the cluster group's ingress.
+    assert sorted(r.name.removeprefix("gpucluster-prod-storage-") for r in rules) == [
+        "fsx-egress-tcp-1018-1023-system", "fsx-egress-tcp-988-system", "fsx-ingress-tcp-1018-1023-system",
+        "fsx-ingress-tcp-988-system", "system-ingress-tcp-1018-1023-fsx", "system-ingress-tcp-988-fsx"]
+    on_cluster_sg = [r for r in rules if r.inputs["securityGroupId"] == cluster_sg]
+    assert len(on_cluster_sg) == 2
+    assert all(r.inputs["referencedSecurityGroupId"] == cluster_sg for r in rules if r not in on_cluster_sg)
+    assert not prod.depends_on(fs, eks)  # FSx is still created in parallel with EKS
+    off = run_stack("prod", {"gpucluster:observability": {"tensorboard": False}})
+    assert not [r for r in off.resources if r.type.startswith("aws:vpc/securityGroup") and "-system" in r.name]
+
+
 def test_other_charts_scrape_through_their_own_service_monitors_after_the_crds(prod):
     stack = release(prod, "kube-prometheus-stack")
     for chart, key in (("cluster-autoscaler", ("serviceMonitor", "enabled")),
@@ -379,11 +401,36 @@ def test_other_charts_scrape_through_their_own_service_monitors_after_the_crds(p
         assert value is True and prod.depends_on(other, stack), chart
 
 
+def test_operators_without_a_chart_monitor_get_ours_after_the_crds(prod):
+    stack = release(prod, "kube-prometheus-stack")
+    monitors = {r.inputs["metadata"]["name"]: r for r in prod.resources
+                if r.type.startswith("kubernetes:monitoring.coreos.com/v1:") and "operators" in r.name}
+    assert set(monitors) == {"mpi-operator", "kubeflow-trainer", "jobset"}
+    assert all(prod.depends_on(m, stack) for m in monitors.values())
+    mpi = monitors["mpi-operator"].inputs
+    assert (mpi["kind"], mpi["metadata"]["namespace"]) == ("PodMonitor", "mpi-operator")
+    assert mpi["spec"]["podMetricsEndpoints"] == [{"port": "metrics", "path": "/metrics", "scheme": "http"}]
+    # The Deployment declares the port the monitor names, and runs the metrics server on it.
+    (dep,) = [o for o in objects(prod, "Deployment") if o["metadata"]["name"] == "mpi-operator"]
+    container = dep["spec"]["template"]["spec"]["containers"][0]
+    assert {"name": "metrics", "containerPort": 9090} in container["ports"]
+    assert "--monitoring-port=9090" in container["args"]
+    assert mpi["spec"]["selector"]["matchLabels"].items() <= dep["spec"]["template"]["metadata"]["labels"].items()
+    trainer = monitors["kubeflow-trainer"].inputs["spec"]
+    assert trainer["endpoints"] == [{"port": "monitoring-port", "path": "/metrics", "scheme": "https",
+                                     "tlsConfig": {"insecureSkipVerify": True}}]
+    jobset = monitors["jobset"].inputs["spec"]
+    assert jobset["endpoints"][0]["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    for monitor in monitors.values():
+        k8s.validate_custom(monitor.inputs, f"monitoring.coreos.com_{monitor.inputs['kind'].lower()}s.yaml")
+
+
 def test_disabled_leaves_the_metrics_stack_out(run_stack):
     rec = run_stack("prod", {"gpucluster:observability": {"enabled": False}})
     charts = {r.inputs["chart"] for r in rec.of_type("kubernetes:helm.sh/v3:Release")}
     assert not charts & {"kube-prometheus-stack", "dcgm-exporter"}
     assert objects(rec, "DaemonSet") == [] and objects(rec, "PrometheusRule") == []
+    assert not [r for r in rec.resources if r.type.startswith("kubernetes:monitoring.coreos.com/")]
     assert release(rec, "cluster-autoscaler").inputs["values"]["serviceMonitor"]["enabled"] is False
     assert "monitoring" not in rec.stack_outputs
     assert not [line for line in rec.stack_outputs["estimatedCostPerHourUsd"]["lines"] if "gp3" in line["item"]]
@@ -480,16 +527,27 @@ def test_the_plan_lists_the_monitoring_pieces(prod):
     lines = {line["item"]: line for line in prod.stack_outputs["estimatedCostPerHourUsd"]["lines"]}
     gp3 = lines[f"Prometheus gp3 volume {out['volumeGiB']} GiB"]
     assert gp3["minPerHour"] == round(out["volumeGiB"] * 1.073741824 * 0.08 / 730, 4)
+    assert out["volumeGiB"] == 100
 
 
-def test_the_volume_is_sized_from_retention_and_can_be_set():
+def test_the_volume_is_fixed_and_the_estimate_only_warns(run_stack):
     small = footprint(stack_config("prod", {"gpucluster:observability": {"retentionDays": 1}}))
-    large = footprint(stack_config("prod", {"gpucluster:observability": {"retentionDays": 90}}))
-    assert small.volume_gib == 20  # the floor
-    # 90 days of every series at 2 bytes a sample every 30 s, held twice over (compaction and headroom).
-    assert large.volume_gib * 2**30 >= 2 * large.series / 30 * 2 * 90 * 86400
-    assert large.volume_gib - 10 < 2 * large.series / 30 * 2 * 90 * 86400 / 2**30  # rounded up to 10 GiB, no more
+    large = footprint(stack_config("prod", {"gpucluster:observability": {"retentionDays": 180}}))
+    # The size never follows maxNodes or retention: the operator cannot resize a claim it made.
+    assert small.volume_gib == large.volume_gib == 100
+    # 180 days of every series at 2 bytes a sample every 30 s, held twice over (compaction and headroom).
+    assert large.needed_gib * 2**30 >= 2 * large.series / 30 * 2 * 180 * 86400
+    assert large.needed_gib - 10 < 2 * large.series / 30 * 2 * 180 * 86400 / 2**30  # rounded up to 10 GiB, no more
+    assert small.holds_retention and not large.holds_retention
     assert footprint(stack_config("prod", {"gpucluster:observability": {"volumeGiB": 500}})).volume_gib == 500
+    # Size-based retention below the disk: 85 % of it, in Prometheus's GB (2^30 bytes).
+    assert small.retention_size_gb == 85
+    rec = run_stack("prod", {"gpucluster:observability": {"retentionDays": 180}})
+    (warning,) = [msg for level, msg in rec.logs if level == "warning" and msg.startswith("observability:")]
+    assert warning.startswith(f"observability: 180 days of metrics at every pool's maxNodes need about "
+                              f"{large.needed_gib} GiB, the volume is 100 GiB")
+    spec = release(rec, "kube-prometheus-stack").inputs["values"]["prometheus"]["prometheusSpec"]
+    assert "persistentVolumeClaimRetentionPolicy" not in spec  # Retain: a re-created StatefulSet finds its data
 
 
 def test_shipped_values_yaml_round_trips():
@@ -497,3 +555,59 @@ def test_shipped_values_yaml_round_trips():
     values = ps.kube_prometheus_stack_values(footprint(stack_config("prod")), "gpucluster-prod", "us-east-1",
                                              alerts.alertmanager_config(None, None))
     assert yaml.safe_load(yaml.safe_dump(values)) == values
+
+
+# -- what a job reports itself ------------------------------------------------------------------------
+
+
+def metrics_jobs():
+    base = {"pool": "dev", "nodes": 1, "image": "public.ecr.aws/deep-learning-containers/pytorch:2.13.0-cu133-amzn2023",
+            "command": ["python", "train.py"]}
+    cfg = stack_config("dev", {"gpucluster:jobs": [
+        {**base, "name": "mpi-metrics", "launcher": "mpirun", "metricsPort": 9400},
+        {**base, "name": "torch-metrics", "launcher": "torchrun", "metricsPort": 9400},
+        {**base, "name": "quiet", "launcher": "torchrun"}]})
+    ctx = launcher.JobContext("training", "fsx", cfg.storage, cfg.prices)
+    return {j.name: launcher.job_manifest(j, cfg.pool(j.pool), ctx) for j in cfg.jobs}
+
+
+def test_a_job_with_a_metrics_port_labels_its_workers_and_gets_the_port():
+    jobs = metrics_jobs()
+    mpi = jobs["mpi-metrics"]["spec"]["mpiReplicaSpecs"]
+    assert mpi["Worker"]["template"]["metadata"]["labels"]["gpucluster.io/metrics-port"] == "9400"
+    assert "gpucluster.io/metrics-port" not in mpi["Launcher"]["template"]["metadata"]["labels"]
+    (launcher_container,) = mpi["Launcher"]["template"]["spec"]["containers"]
+    assert "GPUCLUSTER_METRICS_PORT=9400" in launcher_container["command"]  # passed to the ranks with -x
+    torch = jobs["torch-metrics"]["spec"]
+    (node,) = torch["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
+    assert node["template"]["spec"]["template"]["metadata"]["labels"]["gpucluster.io/metrics-port"] == "9400"
+    assert {"name": "GPUCLUSTER_METRICS_PORT", "value": "9400"} in torch["trainer"]["env"]
+    quiet = jobs["quiet"]["spec"]
+    (node,) = quiet["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
+    assert "gpucluster.io/metrics-port" not in node["template"]["spec"]["template"]["metadata"]["labels"]
+    assert all(e["name"] != "GPUCLUSTER_METRICS_PORT" for e in quiet["trainer"].get("env", []))
+    for manifest in jobs.values():
+        k8s.validate_custom(manifest, {"MPIJob": "kubeflow.org_mpijobs.yaml",
+                                       "TrainJob": "trainer.kubeflow.org_trainjobs.yaml"}[manifest["kind"]])
+
+
+def test_the_jobs_pod_monitor_scrapes_pod_ip_and_labelled_port_of_opted_in_pods_only():
+    monitor = alerts.job_pod_monitor("training")
+    k8s.validate_custom(monitor, "monitoring.coreos.com_podmonitors.yaml")
+    assert monitor["spec"]["selector"] == {"matchExpressions": [{"key": "gpucluster.io/metrics-port",
+                                                                 "operator": "Exists"}]}
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    (relabel,) = endpoint["relabelings"]
+    # What Prometheus does with it: source labels joined by the separator, matched, replaced.
+    joined = relabel["separator"].join(["10.20.3.7", "9400"])
+    assert re.fullmatch(relabel["regex"], joined)
+    assert relabel["sourceLabels"] == ["__meta_kubernetes_pod_ip", "__meta_kubernetes_pod_label_gpucluster_io_metrics_port"]
+    assert (relabel["targetLabel"], relabel["replacement"]) == ("__address__", "$1")
+    assert not re.fullmatch(relabel["regex"], relabel["separator"].join(["10.20.3.7", ""]))  # no port: no target
+
+
+def test_a_bad_metrics_port_is_refused():
+    with pytest.raises(ConfigError) as err:
+        stack_config("dev", {"gpucluster:jobs": [{"name": "x", "pool": "dev", "nodes": 1, "launcher": "mpirun",
+                                                  "image": "repo/img:1", "command": ["a"], "metricsPort": 80}]})
+    assert "gpucluster:jobs[0].metricsPort: got 80" in err.value.render()

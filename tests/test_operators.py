@@ -56,8 +56,13 @@ def test_operator_runs_on_system_nodes():
 def test_mpi_operator_as_upstream():
     dep = deployment()
     assert dep["metadata"]["namespace"] == "mpi-operator"
-    assert dep["spec"]["template"]["spec"]["containers"][0]["args"] == [
-        "-alsologtostderr", "--lock-namespace=mpi-operator"]
+    container = dep["spec"]["template"]["spec"]["containers"][0]
+    # Upstream's two flags, and the metrics port (off upstream: --monitoring-port defaults to 0).
+    assert container["args"] == ["-alsologtostderr", "--lock-namespace=mpi-operator", "--monitoring-port=9090"]
+    assert container["ports"] == [{"name": "metrics", "containerPort": 9090}, {"name": "healthz", "containerPort": 8080}]
+    # Probes on the operator's own /healthz server (cmd/mpi-operator/app/server.go: port 8080).
+    for probe in (container["livenessProbe"], container["readinessProbe"]):
+        assert probe["httpGet"] == {"path": "/healthz", "port": 8080}
     (binding,) = of_kind("ClusterRoleBinding")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "mpi-operator", "namespace": "mpi-operator"}]
     role = next(r for r in of_kind("ClusterRole") if r["metadata"]["name"] == "mpi-operator")

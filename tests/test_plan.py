@@ -51,9 +51,9 @@ def test_dev_plan_report(dev_report):
     cost = r["cost"]
     assert cost["minPerHour"] == pytest.approx(sum(x["minPerHour"] for x in cost["lines"]), abs=1e-3)
     # min: control plane 0.10 + 1 NAT 0.045 + 2 x m7i.large 0.2016 + FSx 1200 GiB SCRATCH_2
-    # + Prometheus's 20 GiB gp3 volume at $0.08/GB-month
+    # + Prometheus's 100 GiB gp3 volume at $0.08/GB-month
     fsx = 1200 * 0.140 / 730
-    ebs = 20 * 1.073741824 * 0.08 / 730
+    ebs = 100 * 1.073741824 * 0.08 / 730
     assert cost["minPerHour"] == pytest.approx(0.10 + 0.045 + 0.2016 + fsx + ebs, abs=1e-4)
     assert cost["maxPerHour"] == pytest.approx(cost["minPerHour"] + 2 * 1.861, abs=1e-3)
 
@@ -67,6 +67,34 @@ def test_prod_plan_human_output_and_speed():
             "placement: cluster placement group, ON_DEMAND, $0.00/h at min, $880.64/h at max") in out
     assert "total at maximum scale:" in out and "kubeconfig: [secret]" in out
     assert "+ aws:eks/cluster:Cluster gpucluster-prod-eks  name=gpucluster-prod version=1.35" in out
+
+
+def test_the_plan_lists_the_monitoring_pieces_their_cost_and_how_to_reach_them(dev_report):
+    m = dev_report["monitoring"]
+    assert m["charts"] == {"kube-prometheus-stack": "88.5.3", "dcgm-exporter": "4.8.2"}
+    assert m["prometheus"]["volumeGiB"] == 100 and m["prometheus"]["retentionDays"] == 15
+    assert m["costPerHour"] == {"ebs": round(100 * 1.073741824 * 0.08 / 730, 4), "amp": 0.0}
+    assert (m["gpuExporterPools"], m["efaCounterPools"]) == (["dev"], [])
+    assert "EFA counters" not in m["scraped"] and "MPI Operator" in m["scraped"]
+    assert m["dashboards"] == ["gpucluster-cluster", "gpucluster-job", "gpucluster-node-health"]
+    assert m["portForward"]["grafana"] == "kubectl -n monitoring port-forward svc/kps-grafana 3000:80"
+    assert m["portForward"]["tensorboard"] == "kubectl -n training port-forward svc/tensorboard 6006:6006"
+    assert m["receivers"] == [] and m["remoteWrite"] == "none"
+
+
+def test_plan_text_monitoring_section_and_off(tmp_path):
+    out = plan("--stack", "prod").stdout
+    section = out.split("\nMonitoring (README \"Watch a job\")\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert section[0].startswith("  kube-prometheus-stack 88.5.3 on the system nodes: Prometheus (15 d on a 100 GiB "
+                                 "gp3 volume, $0.0118/h;")
+    assert section[1] == "  dcgm-exporter 4.8.2 on GPU pools: h100; EFA counters on: h100"
+    assert "  remote write: off" in section
+    write_stack(tmp_path / "Pulumi.off.yaml", {
+        "gpucluster:gpuPools": [{"name": "dev", "instanceType": "g6e.xlarge", "maxNodes": 1}],
+        "gpucluster:observability": {"enabled": False}})
+    result = plan("--stack", "off", "--stack-file", str(tmp_path / "Pulumi.off.yaml"))
+    assert result.returncode == 0, result.stderr
+    assert "\nMonitoring: off (gpucluster:observability.enabled: false)\n" in result.stdout
 
 
 def test_prod_plan_json_sizing_and_time():

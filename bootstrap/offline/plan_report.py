@@ -122,6 +122,34 @@ def time_to_ready(cfg: config.StackConfig) -> dict[str, Any]:
             "criticalPathMinutes": max(EKS_MINUTES, storage)}
 
 
+def monitoring_summary(cfg: config.StackConfig) -> dict[str, Any] | None:
+    """What `observability` installs, what it costs and where to look (None when it is off)."""
+    from components.core import versions as v
+    from components.core.observability import access, alerts, dashboards
+    from components.core.planning.metrics_footprint import footprint
+
+    obs = cfg.observability
+    if not obs.enabled:
+        return None
+    fp = footprint(cfg)
+    return {
+        "charts": {"kube-prometheus-stack": v.KPS_CHART_VERSION, "dcgm-exporter": v.DCGM_CHART_VERSION},
+        "prometheus": {"retentionDays": fp.retention_days, "volumeGiB": fp.volume_gib, "series": fp.series,
+                       "memory": fp.prometheus_resources["requests"]["memory"]},
+        "gpuExporterPools": [p.name for p in cfg.gpu_pools],
+        "efaCounterPools": [p.name for p in cfg.gpu_pools if p.efa_enabled],
+        "scraped": [s for s in access.SCRAPED if s != "EFA counters" or any(p.efa_enabled for p in cfg.gpu_pools)],
+        "dashboards": [key.removesuffix(".json") for key in dashboards.DASHBOARD_KEYS],
+        "alerts": sorted({r["alert"] for r in alerts.alert_rules(cfg)}),
+        "receivers": [name for name, on in (("SNS", obs.alert_sns_topic_arn), ("Slack",
+                                                                              cfg.alert_slack_webhook_url)) if on],
+        "tensorboard": obs.tensorboard,
+        "remoteWrite": obs.remote_write,
+        "costPerHour": {"ebs": round(fp.ebs_usd_per_hour, 4), "amp": round(fp.amp_usd_per_hour, 4)},
+        "portForward": access.port_forwards(cfg),
+    }
+
+
 def build_report(cfg: config.StackConfig, recording: mocks.Recording, standins: list[str]) -> dict[str, Any]:
     """Everything the plan says, deterministic: two plans of one stack are byte-identical."""
     outputs = {k: ("[secret]" if k in recording.secret_outputs else v) for k, v in recording.stack_outputs.items()}
@@ -140,6 +168,7 @@ def build_report(cfg: config.StackConfig, recording: mocks.Recording, standins: 
         "jobs": job_rows(cfg),
         "cost": {"minPerHour": estimate.get("min"), "maxPerHour": estimate.get("max"),
                  "pausedPerHour": estimate.get("paused"), "lines": estimate.get("lines", [])},
+        "monitoring": monitoring_summary(cfg),
         "paused": {"paused": cfg.paused, "pauseMode": cfg.pause_mode, "stopPolicy": cfg.stop_policy},
         "outputs": outputs,
         "resources": resource_rows(recording),

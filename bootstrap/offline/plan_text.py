@@ -123,6 +123,7 @@ def render(report: dict[str, Any], tree: list[str]) -> str:
         out.append(line)
     if not report["jobs"]:
         out.append("  (none)")
+    out += _monitoring(report.get("monitoring"))
     c = report["cost"]
     out += ["", "Estimated on-demand cost (USD/hour)"]
     out += [f"  {x['item']}: {x['minPerHour']:,.2f} - {x['maxPerHour']:,.2f}" for x in c["lines"]]
@@ -137,6 +138,28 @@ def render(report: dict[str, Any], tree: list[str]) -> str:
     out += ["", "Outputs"]
     out += [f"  {k}: {v if isinstance(v, str) else json.dumps(v)}" for k, v in report["outputs"].items()]
     return "\n".join(out)
+
+
+def _monitoring(m: dict[str, Any] | None) -> list[str]:
+    if m is None:
+        return ["", "Monitoring: off (gpucluster:observability.enabled: false)"]
+    p, cost = m["prometheus"], m["costPerHour"]
+    out = ["", "Monitoring (README \"Watch a job\")",
+           f"  kube-prometheus-stack {m['charts']['kube-prometheus-stack']} on the system nodes: Prometheus "
+           f"({p['retentionDays']} d on a {p['volumeGiB']} GiB gp3 volume, ${cost['ebs']:.4f}/h; ~{p['series']:,} "
+           f"series at maxNodes, {p['memory']}), Grafana, Alertmanager "
+           f"({', '.join(m['receivers']) or 'no receiver: its UI'}), node-exporter, kube-state-metrics",
+           f"  dcgm-exporter {m['charts']['dcgm-exporter']} on GPU pools: {', '.join(m['gpuExporterPools']) or '-'}; "
+           f"EFA counters on: {', '.join(m['efaCounterPools']) or '- (no EFA pool)'}",
+           f"  scraped: {', '.join(m['scraped'])}",
+           f"  dashboards: {', '.join(m['dashboards'])}",
+           f"  alerts: {', '.join(m['alerts'])}"]
+    if m["tensorboard"]:
+        out.append("  TensorBoard on the system nodes, serving every job's GPUCLUSTER_TENSORBOARD_DIR read-only")
+    out.append("  remote write: " + ("Amazon Managed Service for Prometheus, a new workspace, "
+                                     f"~${cost['amp']:.2f}/h at maxNodes" if m["remoteWrite"] == "amp" else "off"))
+    out += [f"  {name}: {command}" for name, command in m["portForward"].items()]
+    return out
 
 
 def _duration(seconds: int) -> str:

@@ -14,6 +14,7 @@ import pulumi_kubernetes as k8s
 from components.aws import iam
 from components.core.config import StackConfig, support_type
 from components.core.kube.nodepool import SYSTEM_NODE_LABEL
+from components.hooks import StackHooks, metrics_volumes
 
 ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
 LOG_TYPES = ("api", "audit", "authenticator")
@@ -29,8 +30,9 @@ ADDONS_AFTER_NODES = ("coredns", "eks-node-monitoring-agent")
 # (EKS User Guide, "Store Kubernetes volumes with Amazon EBS": service account ebs-csi-controller-sa).
 EBS_CSI_ADDON = "aws-ebs-csi-driver"
 EBS_CSI_SERVICE_ACCOUNT = "ebs-csi-controller-sa"
-# Every volume it creates carries the cluster's name, so one left behind is findable.
-VOLUME_TAG = "gpucluster:cluster"
+# Every volume it creates carries the cluster's name, so one left behind is findable (and the
+# metrics volume is deleted before the cluster: components.hooks.metrics_volumes).
+VOLUME_TAG = metrics_volumes.CLUSTER_TAG
 
 
 def principal_slug(arn: str) -> str:
@@ -81,6 +83,8 @@ class ClusterArgs:
     # True when /aws/eks/<name>/cluster exists already (lookups.log_group_exists):
     # EKS re-creates it after a delete, so it is adopted instead of created.
     log_group_exists: bool = False
+    # The program's delete hooks: before the cluster goes, the metrics volume the EBS CSI driver left.
+    hooks: StackHooks | None = None
 
 
 class Cluster(pulumi.ComponentResource):
@@ -143,7 +147,9 @@ class Cluster(pulumi.ComponentResource):
             bootstrap_self_managed_addons=False,
             upgrade_policy={"support_type": support_type(cfg.kubernetes_version)},
             tags=tags,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[log_group, *role_policies]),
+            opts=pulumi.ResourceOptions(
+                parent=self, depends_on=[log_group, *role_policies],
+                hooks=args.hooks.before_delete(args.hooks.release_metrics_volumes) if args.hooks else None),
         )
 
         # Exactly the configured admins: who runs `pulumi` (a person, a CI role

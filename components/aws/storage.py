@@ -29,6 +29,9 @@ class StorageArgs:
     vpc_id: pulumi.Input[str]
     subnet_id: pulumi.Input[str]  # the GPU zone's private subnet: FSx lives in one zone, with the GPUs
     client_security_group_ids: list[pulumi.Input[str]]  # groups of the nodes that mount the file system
+    # The EKS cluster security group: the system nodes' only group (their node group has no launch
+    # template), for TensorBoard's read-only mount. Its rules wait for the cluster; the file system does not.
+    system_security_group_id: pulumi.Input[str] | None = None
     tags: dict[str, str] = field(default_factory=dict)
     # storage.bucketName, looked up (lookups.lookup_bucket): linked, never created or deleted.
     existing_bucket: BucketRef | None = None
@@ -72,6 +75,8 @@ class Storage(pulumi.ComponentResource):
                                    description=f"FSx for Lustre of {args.cluster_name}", tags=tags("fsx"),
                                    opts=child)
         sg_rules = self._rules(name, sg.id, args.client_security_group_ids, cfg.fsx.efa_enabled)
+        if args.system_security_group_id is not None:
+            self._client_rules(name, sg.id, "system", args.system_security_group_id, cfg.fsx.efa_enabled)
 
         fs = aws.fsx.LustreFileSystem(
             f"{name}-fsx",
@@ -202,19 +207,27 @@ class Storage(pulumi.ComponentResource):
                efa: bool) -> list[pulumi.CustomResource]:
         """The file system group's rules (returned: FSx waits for them) and the clients' ingress."""
         child = pulumi.ResourceOptions(parent=self)
-        own = []
-        peers = [("self", sg_id), *((f"client{i}", c) for i, c in enumerate(clients))]
-        for peer, peer_id in peers:
-            for rule in fsxlib.file_system_rules(efa):
-                cls = aws.vpc.SecurityGroupIngressRule if rule.direction == "ingress" else aws.vpc.SecurityGroupEgressRule
-                own.append(cls(
-                    f"{name}-fsx-{rule.slug}-{peer}", security_group_id=sg_id, referenced_security_group_id=peer_id,
-                    ip_protocol=rule.protocol, from_port=rule.from_port, to_port=rule.to_port,
-                    description=f"{rule.description} ({peer})", opts=child))
+        own = [self._file_system_rule(name, sg_id, "self", sg_id, rule, child) for rule in fsxlib.file_system_rules(efa)]
         for i, client in enumerate(clients):
-            for rule in fsxlib.client_rules(efa):
-                aws.vpc.SecurityGroupIngressRule(
-                    f"{name}-client{i}-{rule.slug}-fsx", security_group_id=client, referenced_security_group_id=sg_id,
-                    ip_protocol=rule.protocol, from_port=rule.from_port, to_port=rule.to_port,
-                    description=f"{rule.description} (FSx for Lustre)", opts=child)
+            own += self._client_rules(name, sg_id, f"client{i}", client, efa)
         return own
+
+    def _client_rules(self, name: str, sg_id: pulumi.Output[str], peer: str, client: pulumi.Input[str],
+                      efa: bool) -> list[pulumi.CustomResource]:
+        """The file system group's rules towards one client group (returned), and the client's ingress."""
+        child = pulumi.ResourceOptions(parent=self)
+        own = [self._file_system_rule(name, sg_id, peer, client, rule, child) for rule in fsxlib.file_system_rules(efa)]
+        for rule in fsxlib.client_rules(efa):
+            aws.vpc.SecurityGroupIngressRule(
+                f"{name}-{peer}-{rule.slug}-fsx", security_group_id=client, referenced_security_group_id=sg_id,
+                ip_protocol=rule.protocol, from_port=rule.from_port, to_port=rule.to_port,
+                description=f"{rule.description} (FSx for Lustre)", opts=child)
+        return own
+
+    @staticmethod
+    def _file_system_rule(name: str, sg_id: pulumi.Output[str], peer: str, peer_id: pulumi.Input[str],
+                          rule: fsxlib.SgRule, opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
+        cls = aws.vpc.SecurityGroupIngressRule if rule.direction == "ingress" else aws.vpc.SecurityGroupEgressRule
+        return cls(f"{name}-fsx-{rule.slug}-{peer}", security_group_id=sg_id, referenced_security_group_id=peer_id,
+                   ip_protocol=rule.protocol, from_port=rule.from_port, to_port=rule.to_port,
+                   description=f"{rule.description} ({peer})", opts=opts)

@@ -9,6 +9,8 @@
   object goes without a confirmation naming the bucket.
 - `release_leaked_enis` (before a private subnet is deleted): interfaces
   the VPC CNI left would block it.
+- `release_metrics_volumes` (before the EKS cluster is deleted, after its
+  nodes): Prometheus's EBS volume, if the CSI driver left it, would bill on.
 
 Pulumi runs before-delete hooks only when the program runs with the
 operation, so plain `pulumi destroy` refuses and asks for `--run-program`;
@@ -29,13 +31,14 @@ from typing import Any
 import pulumi
 
 from components.core.config import StackConfig
-from components.hooks import bucket_guard, fsx_export, leaked_enis
+from components.hooks import bucket_guard, fsx_export, leaked_enis, metrics_volumes
 from components.hooks.session import aws_session
 
 EXPORT_HOOK = "gpucluster-export-fsx-to-s3"
 FSX_TASKS_HOOK = "gpucluster-wait-for-fsx-tasks"
 BUCKET_HOOK = "gpucluster-keep-bucket-data"
 ENI_HOOK = "gpucluster-release-leaked-enis"
+VOLUMES_HOOK = "gpucluster-release-metrics-volumes"
 # `python -m bootstrap destroy --skip-export` sets it: delete the file system unexported.
 SKIP_EXPORT_ENV = "GPUCLUSTER_SKIP_FSX_EXPORT"
 # A file system can only be deleted once its tasks end; give a running one (ours ended already) this long.
@@ -100,6 +103,10 @@ class HookWork:
         leaked_enis.release_leaked_enis(self._session().client("ec2"), args.id, self.settings.cluster_name,
                                         log=self._log)
 
+    def release_volumes_now(self, args: pulumi.ResourceHookArgs) -> None:
+        metrics_volumes.release_metrics_volumes(self._session().client("ec2"), self.settings.cluster_name,
+                                                log=self._log)
+
 
 class StackHooks:
     """The named hooks of one program run, registered with the engine, for components to bind."""
@@ -110,6 +117,7 @@ class StackHooks:
         self.wait_for_fsx_tasks = pulumi.ResourceHook(FSX_TASKS_HOOK, _in_thread(self.work.wait_for_tasks_now))
         self.keep_bucket_data = pulumi.ResourceHook(BUCKET_HOOK, _in_thread(self.work.check_bucket_now))
         self.release_leaked_enis = pulumi.ResourceHook(ENI_HOOK, _in_thread(self.work.release_enis_now))
+        self.release_metrics_volumes = pulumi.ResourceHook(VOLUMES_HOOK, _in_thread(self.work.release_volumes_now))
 
     @staticmethod
     def before_delete(*hooks: pulumi.ResourceHook) -> pulumi.ResourceHookBinding:

@@ -63,6 +63,10 @@ class Monitoring(pulumi.ComponentResource):
         tags = cfg.tags
         k8s_opts = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on))
         fp = footprint(cfg)
+        if not fp.holds_retention:
+            pulumi.log.warn(f"observability: {obs.retention_days} days of metrics at every pool's maxNodes need about "
+                            f"{fp.needed_gib} GiB, the volume is {fp.volume_gib} GiB: Prometheus will keep fewer days "
+                            "(size-based retention); set observability.volumeGiB before the first `pulumi up`")
 
         namespace = k8s.core.v1.Namespace(f"{name}-ns", metadata={
             "name": ps.NAMESPACE, "labels": {"app.kubernetes.io/part-of": "gpucluster"}}, opts=k8s_opts)
@@ -112,6 +116,8 @@ class Monitoring(pulumi.ComponentResource):
         stack = k8s.helm.v3.Release(
             f"{name}-stack", name=ps.RELEASE, chart=v.KPS_CHART, version=v.KPS_CHART_VERSION,
             repository_opts={"repo": v.KPS_CHART_REPO}, namespace=ps.NAMESPACE, values=values,
+            # Its node-exporter DaemonSet waits for every node, GPU nodes joining in the same run included.
+            timeout=ps.HELM_TIMEOUT_SECONDS,
             # The operator's CRDs are large; Helm installs them from the chart's crds/ on the first install.
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider,
                                         depends_on=[namespace, storage_class, *secrets, *associations,

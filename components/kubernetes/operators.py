@@ -24,6 +24,7 @@ import pulumi_kubernetes as k8s
 from components.core import versions as v
 from components.core.config import GpuPoolConfig, JobConfig
 from components.core.kube import mpi_operator, trainer
+from components.core.observability import scrape
 from components.kubernetes.objects import KubernetesObject, release_in_own_namespace
 
 # The CRDs each chart installs (one definition of each in the cluster; tests
@@ -71,6 +72,8 @@ class OperatorsArgs:
     # Wait for these too (the system node group: the Deployments must have
     # somewhere to run before Pulumi waits for them to become ready).
     depends_on: Sequence[pulumi.Resource] = field(default_factory=tuple)
+    # Monitoring.crds_ready when the metrics stack is on: the operators' monitors wait for it, nothing else does.
+    metrics_crds: Sequence[pulumi.Resource] = field(default_factory=tuple)
 
 
 def runtimes_needed(pools: Sequence[GpuPoolConfig],
@@ -131,6 +134,13 @@ class Operators(pulumi.ComponentResource):
             self.runtimes[runtime_name] = KubernetesObject(
                 f"{name}-runtime-{runtime_name}", manifest,
                 pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.trainer]))
+        if args.metrics_crds:
+            mpi_namespace = next(r for r in foundation if isinstance(r, k8s.core.v1.Namespace))
+            for monitor, owner in ((scrape.mpi_operator_pod_monitor(), mpi_namespace),
+                                   (scrape.trainer_service_monitor(), self.trainer),
+                                   (scrape.jobset_service_monitor(), self.trainer)):
+                KubernetesObject(f"{name}-{monitor['metadata']['name']}-monitor", monitor, pulumi.ResourceOptions(
+                    parent=self, provider=args.provider, depends_on=[owner, *args.metrics_crds]))
         self.register_outputs({
             "crds": list(self.crds),
             "mpiOperatorImage": v.MPI_OPERATOR_IMAGE,

@@ -128,6 +128,10 @@ class JobConfig(Model):
     max_cost_usd: Number(gt=0) | None = Field(
         None, description="a cost bound: the run time it buys at nodes x the pool's price becomes the deadline (with "
                           "activeDeadlineSeconds, the shorter wins); must buy at least 10 minutes")
+    metrics_port: Int(ge=1024, le=65535) | None = Field(
+        None, description="a port the job's workers serve Prometheus metrics on (gpucluster_job_tokens_per_second, "
+                          "gpucluster_job_step_seconds, gpucluster_job_loss): scraped, and drawn on the job dashboard; "
+                          "the workers get it as GPUCLUSTER_METRICS_PORT")
     termination_grace_period_seconds: Annotated[Int(ge=0, le=GRACE_PERIOD_MAX_SECONDS) | None,
                                                 DefaultText("unset: Kubernetes' 30 s")] = Field(
         None, description="SIGTERM to SIGKILL when a worker is drained, evicted or deleted: the time to write a "

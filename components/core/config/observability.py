@@ -25,9 +25,10 @@ class ObservabilityConfig(Model):
     enabled: Bool = Field(True, description="install the metrics stack, dashboards, alerts and TensorBoard")
     retention_days: Int(ge=1, le=365) = Field(
         RETENTION_DAYS_DEFAULT, description="days of metrics Prometheus keeps on its gp3 volume")
-    volume_gib: Annotated[Int(ge=20, le=16384) | None, DefaultText("sized from the retention and the pools")] = Field(
-        None, description="Prometheus's gp3 volume; the default holds `retentionDays` of every pool at `maxNodes`, "
-                          "twice over")
+    volume_gib: Annotated[Int(ge=20, le=16384) | None, DefaultText("`100`")] = Field(
+        None, description="Prometheus's gp3 volume; the plan warns when `retentionDays` of every pool at `maxNodes` "
+                          "would not fit twice over (size-based retention then keeps fewer days). Set it before the "
+                          "first `pulumi up`: the Prometheus Operator does not resize its claim afterwards")
     pending_alert_minutes: Int(ge=1, le=10080) = Field(
         PENDING_ALERT_MINUTES_DEFAULT, description="alert when a workload waits in the queue longer than this")
     remote_write: Choice(*REMOTE_WRITE) = Field(
@@ -41,6 +42,11 @@ class ObservabilityConfig(Model):
                           "sns:Publish to it only)")
     tensorboard: Bool = Field(True, description="a TensorBoard on the system nodes serving /fsx/tensorboard "
                                                 "read-only (needs `enabled`)")
+
+    @property
+    def tensorboard_on(self) -> bool:
+        """TensorBoard is installed (it comes with the metrics stack)."""
+        return self.enabled and self.tensorboard
 
 
 def _webhook(value: Any) -> SecretStr:

@@ -114,7 +114,8 @@ def _launcher_pod(image: str, command: list[str], grace_seconds: int | None) -> 
 
 def _mpijob(name: str, ctx: JobContext, pool: GpuPoolConfig, nodes: int, gpus: int, image: str,
             command: list[str], worker: dict[str, Any], claim_name: str | None, policy: RunPolicyConfig,
-            priority: str, deadline: int | None, grace_seconds: int | None = None) -> dict[str, Any]:
+            priority: str, deadline: int | None, grace_seconds: int | None = None,
+            metrics_port: int | None = None) -> dict[str, Any]:
     pod_labels = workers.labels(name, pool)
     return {
         "apiVersion": MPIJOB_API_VERSION,
@@ -142,7 +143,8 @@ def _mpijob(name: str, ctx: JobContext, pool: GpuPoolConfig, nodes: int, gpus: i
                 "Worker": {
                     "replicas": nodes,
                     # No command: the MPI Operator runs sshd in workers that set none.
-                    "template": {"metadata": {"labels": pod_labels, "annotations": dict(workers.POD_ANNOTATIONS)},
+                    "template": {"metadata": {"labels": workers.worker_labels(name, pool, metrics_port),
+                                              "annotations": dict(workers.POD_ANNOTATIONS)},
                                  "spec": workers.worker_pod_spec(pool, worker, claim_name, grace_seconds)},
                 },
             },
@@ -157,7 +159,7 @@ def mpijob(job: JobConfig, pool: GpuPoolConfig, ctx: JobContext) -> dict[str, An
     command = mpirun_command(job.nodes, gpus, workers.job_env(job, pool, ctx.storage), job.command)
     return _mpijob(job.name, ctx, pool, job.nodes, gpus, job.image, command, worker, ctx.claim_name,
                    job.run_policy, queueing.TRAINING_PRIORITY, teardown.deadline_seconds(job, pool, ctx.prices),
-                   job.termination_grace_period_seconds)
+                   job.termination_grace_period_seconds, job.metrics_port)
 
 
 def job_manifest(job: JobConfig, pool: GpuPoolConfig, ctx: JobContext) -> dict[str, Any]:

@@ -49,6 +49,13 @@ def _rule(groups: list[str], resources: list[str], verbs: list[str]) -> dict[str
     return {"apiGroups": groups, "resources": resources, "verbs": verbs}
 
 
+# --monitoring-port serves the default Prometheus registry over HTTP (cmd/mpi-operator/app/options/options.go
+# at v0.8.2: default 0, off); 8080 is the /healthz server (app/server.go healthCheckPort), which the
+# upstream manifest probes not at all: our liveness and readiness probes use it.
+METRICS_PORT = 9090
+HEALTH_PORT = 8080
+HEALTH_PROBE = {"httpGet": {"path": "/healthz", "port": HEALTH_PORT}, "periodSeconds": 20, "timeoutSeconds": 5}
+
 # The manifest sets none; ours, so the system nodes' capacity check can count it.
 OPERATOR_RESOURCES = {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}}
 
@@ -128,7 +135,11 @@ def mpi_operator_objects() -> list[dict[str, Any]]:
         _deployment("mpi-operator", ns, labels, {
             "name": "mpi-operator",
             "image": v.MPI_OPERATOR_IMAGE,
-            "args": ["-alsologtostderr", f"--lock-namespace={ns}"],
+            "args": ["-alsologtostderr", f"--lock-namespace={ns}", f"--monitoring-port={METRICS_PORT}"],
+            "ports": [{"name": "metrics", "containerPort": METRICS_PORT},
+                      {"name": "healthz", "containerPort": HEALTH_PORT}],
+            "livenessProbe": {**HEALTH_PROBE, "initialDelaySeconds": 15, "failureThreshold": 3},
+            "readinessProbe": {**HEALTH_PROBE, "initialDelaySeconds": 5},
             "resources": OPERATOR_RESOURCES,
         }),
     ]

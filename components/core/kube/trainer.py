@@ -43,6 +43,7 @@ FRAMEWORK_LABEL = "trainer.kubeflow.org/framework"  # the SDK lists runtimes by 
 DEFAULT_MOUNT_PATH = "/fsx"
 SHUTDOWN_TIMEOUT_ENV = "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"
 SHUTDOWN_MARGIN_SECONDS = 5
+PATCH_MANAGER = "gpucluster.io/launcher"
 
 
 # The chart sets none (manager.resources: {}); ours, so the system nodes' capacity check can count it.
@@ -155,6 +156,19 @@ def torchrun_command(command: tuple[str, ...] | list[str]) -> list[str]:
     return ["torchrun", "--no-python", *command]
 
 
+def pod_label_patch(labels: dict[str, str]) -> dict[str, Any]:
+    """Our entry of a TrainJob's runtimePatches: the labels of its node pods.
+
+    Trainer does not copy a TrainJob's labels to its pods (the JobSet plugin
+    sets only its own, pkg/runtime/framework/plugins/jobset at v2.3.0), so
+    the job label `logs` and `cancel` select by comes through the patch of
+    the runtime's pod template (TrainJob spec.runtimePatches, keyed by
+    manager; Kueue keeps its own entry, "kueue.x-k8s.io/manager").
+    """
+    return {"manager": PATCH_MANAGER, "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [
+        {"name": NODE, "template": {"spec": {"template": {"metadata": {"labels": dict(labels)}}}}}]}}}}
+
+
 def trainjob(job: JobConfig, pool: GpuPoolConfig, namespace: str, env: dict[str, str],
              deadline_seconds: int | None, claim_name: str | None) -> dict[str, Any]:
     """TrainJob against the pool's runtime; the job's env on top of the runtime's preset.
@@ -187,6 +201,7 @@ def trainjob(job: JobConfig, pool: GpuPoolConfig, namespace: str, env: dict[str,
     }
     if deadline_seconds is not None:
         spec["activeDeadlineSeconds"] = deadline_seconds
+    spec["runtimePatches"] = [pod_label_patch(workers.worker_labels(job.name, pool, job.metrics_port))]
     return {
         "apiVersion": TRAINJOB_API_VERSION,
         "kind": "TrainJob",

@@ -33,6 +33,11 @@ SHM_SHARE = 0.25
 SHM_VOLUME = "dshm"
 DATA_VOLUME = "fsx"
 TENSORBOARD_SUBDIR = "tensorboard"
+# A worker pod serving metrics carries its port here; the jobs' PodMonitor scrapes <pod IP>:<port>
+# (components.core.observability.alerts.job_pod_monitor).
+METRICS_PORT_LABEL = "gpucluster.io/metrics-port"
+JOB_LABEL = "gpucluster.io/job"
+METRICS_PORT_ENV = "GPUCLUSTER_METRICS_PORT"
 SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 POD_ANNOTATIONS = {SAFE_TO_EVICT: "false"}
 
@@ -51,6 +56,8 @@ def job_env(job: JobConfig, pool: GpuPoolConfig, storage: StorageConfig | None =
         env["GPUCLUSTER_CHECKPOINT_DIR"] = job.mount_path.rstrip("/") + directory(storage.checkpoint_prefix)
         # Loss curves: the TensorBoard on the system nodes serves <mount>/tensorboard read-only.
         env["GPUCLUSTER_TENSORBOARD_DIR"] = tensorboard_dir(job.mount_path, job.name)
+    if job.metrics_port is not None:
+        env[METRICS_PORT_ENV] = str(job.metrics_port)
     return nccl.merge_env(env, job.env)
 
 
@@ -60,8 +67,16 @@ def tensorboard_dir(mount_path: str, job_name: str) -> str:
 
 
 def labels(job_name: str, pool: GpuPoolConfig) -> dict[str, str]:
-    return {"app.kubernetes.io/part-of": "gpucluster", "gpucluster.io/job": job_name,
-            nodepool.POOL_LABEL: pool.name}
+    """Every pod of a job (launcher and workers) and the job object: `logs` and `cancel` find them by these."""
+    return {"app.kubernetes.io/part-of": "gpucluster", JOB_LABEL: job_name, nodepool.POOL_LABEL: pool.name}
+
+
+def worker_labels(job_name: str, pool: GpuPoolConfig, metrics_port: int | None = None) -> dict[str, str]:
+    """A worker pod's labels: the job's, and the metrics port when the job serves metrics."""
+    out = labels(job_name, pool)
+    if metrics_port is not None:
+        out[METRICS_PORT_LABEL] = str(metrics_port)
+    return out
 
 
 def worker_resources(pool: GpuPoolConfig, gpus: int) -> dict[str, dict[str, str]]:

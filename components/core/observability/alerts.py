@@ -14,6 +14,7 @@ from typing import Any
 
 from components.core.config import StackConfig
 from components.core.hardware import catalog
+from components.core.kube import workers
 from components.core.observability import metrics as m
 from components.core.planning import teardown
 
@@ -26,6 +27,7 @@ COST = "gpucluster:cluster_cost_usd_per_hour"  # nodes running now, at the stack
 IDLE_GPU_PERCENT = 10
 IDLE_MINUTES = 15
 DEADLINE_SHARE = 0.9
+XID_ALERT_HOURS = 6
 RUNBOOK = "runbook"  # the annotation every alert carries
 
 
@@ -72,13 +74,17 @@ def _alert(name: str, expr: str, minutes: int, severity: str, summary: str, runb
 
 def alert_rules(cfg: StackConfig) -> list[dict[str, Any]]:
     obs = cfg.observability
+    # The gauge holds the last XID only: a harmless one after a fatal one would end the alert, so
+    # any fatal XID in the last XID_ALERT_HOURS keeps it firing.
     xids = " or ".join(f"DCGM_FI_DEV_XID_ERRORS == {x}" for x in m.XIDS_REPLACE_NODE)
+    xids = f"max_over_time(({xids})[{XID_ALERT_HOURS}h:1m])"
     errors = "|".join(m.EFA_ERRORS)
     conditions = "|".join(m.NODE_HEALTH_CONDITIONS)
     pool_node = f'on (node) group_left () kube_node_labels{{{m.POOL_LABEL}!=""}}'
     rules = [
         _alert("GpuXidNeedsNodeReplacement", f"max by (node, gpu) ({xids})", 0, "critical",
-               "GPU {{ $labels.gpu }} on {{ $labels.node }} reported XID {{ $value }}",
+               "GPU {{ $labels.gpu }} on {{ $labels.node }} reported XID {{ $value }} in the last "
+               f"{XID_ALERT_HOURS} hours",
                "This XID does not clear with a job restart: cordon and drain the node, then terminate the instance "
                "(the node group replaces it); `kubectl cordon {{ $labels.node }}`."),
         _alert("JobGpusIdle", f"avg by ({m.JOB}) (DCGM_FI_DEV_GPU_UTIL * on (node) group_left ({m.JOB}) {JOB_NODE}) "
@@ -101,7 +107,9 @@ def alert_rules(cfg: StackConfig) -> list[dict[str, Any]]:
                "{{ $labels.node }} reports {{ $labels.condition }} False",
                "The EKS node monitoring agent found a hardware or OS fault: `kubectl describe node "
                "{{ $labels.node }}` names it; drain and replace the node."),
-        _alert("WorkloadPendingTooLong", 'sum by (cluster_queue) (kueue_pending_workloads{status="active"}) > 0',
+        # Both lists: under BestEffortFIFO a workload that does not fit moves to `inadmissible`
+        # (kueue v0.19.2 pkg/cache/queue/cluster_queue.go), and that is the one stuck on quota.
+        _alert("WorkloadPendingTooLong", "sum by (cluster_queue) (kueue_pending_workloads) > 0",
                obs.pending_alert_minutes, "warning",
                "Workloads have waited in ClusterQueue {{ $labels.cluster_queue }} over "
                f"{obs.pending_alert_minutes} minutes",
@@ -137,14 +145,23 @@ def prometheus_rule(cfg: StackConfig, namespace: str) -> dict[str, Any]:
 
 
 def job_pod_monitor(namespace: str) -> dict[str, Any]:
-    """Scrapes what a job reports (metrics.JOB_METRICS) from its pods' container port named `metrics`, if any."""
+    """Scrapes what a job reports (metrics.JOB_METRICS) on its workers' `metricsPort`, from jobs that set one.
+
+    Worker pods declare no container port (a TrainJob cannot add one to its
+    runtime's container), so the target is the pod's IP and the port from
+    its gpucluster.io/metrics-port label: Kubernetes service discovery makes
+    one port-less target per container, which this relabeling completes.
+    """
+    port_label = "__meta_kubernetes_pod_label_" + "".join(c if c.isalnum() else "_" for c in workers.METRICS_PORT_LABEL)
     return {
         "apiVersion": API_VERSION, "kind": "PodMonitor",
         "metadata": {"name": "gpucluster-jobs", "namespace": namespace,
                      "labels": {"app.kubernetes.io/part-of": "gpucluster"}},
-        "spec": {"selector": {"matchExpressions": [{"key": "app.kubernetes.io/part-of", "operator": "In",
-                                                    "values": ["gpucluster"]}]},
-                 "podMetricsEndpoints": [{"port": m.JOB_METRICS_PORT, "interval": "30s"}]},
+        "spec": {"selector": {"matchExpressions": [{"key": workers.METRICS_PORT_LABEL, "operator": "Exists"}]},
+                 "podMetricsEndpoints": [{"interval": "30s", "path": "/metrics", "relabelings": [
+                     {"sourceLabels": ["__meta_kubernetes_pod_ip", port_label], "separator": ":",
+                      "targetLabel": "__address__", "action": "replace", "regex": "(.+:[0-9]+)",
+                      "replacement": "$1"}]}]},
     }
 
 

@@ -93,7 +93,6 @@ def job(cfg: StackConfig, file_system_id: str, region: str) -> dict[str, Any]:
     variable = {"name": "job", "label": "job", "type": "query", "datasource": PROMETHEUS, "refresh": 2,
                 "query": {"query": f"label_values({alerts.JOB_NODE}, {m.JOB})", "refId": "jobs"},
                 "definition": f"label_values({alerts.JOB_NODE}, {m.JOB})"}
-    efa = "|".join(m.EFA_TRAFFIC)
     rdma = "|".join(m.EFA_RDMA)
     fsx_mb_s = fsx_throughput_mb_s(cfg)
     panels = [
@@ -109,12 +108,14 @@ def job(cfg: StackConfig, file_system_id: str, region: str) -> dict[str, Any]:
                "watt", 12, 8),
         _panel("XID errors", [_q(f"max by (node, gpu) ({_job_nodes('DCGM_FI_DEV_XID_ERRORS')}) > 0",
                                  "{{node}} GPU {{gpu}}")], "none", 0, 16),
-        _panel("EFA throughput per node vs the instance's bandwidth", [
-            _q(f'sum by (node) ({_job_nodes(f"rate({m.EFA_COUNTER}{{counter=~{json.dumps(efa)}}}[{RATE}])")})'
-               " * 8 / 1e9", "{{node}}"),
-            _q(_job_nodes(alerts.NODE_BANDWIDTH), "bandwidth {{node}}", "B"),
+        # The instance's bandwidth is per direction: sent and received each against it.
+        _panel("EFA throughput per node and direction vs the instance's bandwidth", [
+            *(_q(f'sum by (node) ({_job_nodes(f"rate({m.EFA_COUNTER}{{counter={json.dumps(c)}}}[{RATE}])")})'
+                 " * 8 / 1e9", f"{c.removesuffix('_bytes')} {{{{node}}}}", ref)
+              for c, ref in zip(m.EFA_TRAFFIC, "AB", strict=True)),
+            _q(_job_nodes(alerts.NODE_BANDWIDTH), "bandwidth {{node}}", "C"),
             _q(f'sum by (node) ({_job_nodes(f"rate({m.EFA_COUNTER}{{counter=~{json.dumps(rdma)}}}[{RATE}])")})'
-               " * 8 / 1e9", "RDMA {{node}}", "C"),
+               " * 8 / 1e9", "RDMA {{node}}", "D"),
         ], "Gbits", 12, 16),
         # CloudWatch sums bytes per 60 s period: the line is the file system's throughput x 60 s.
         _panel("FSx bytes per minute vs the file system's throughput", _fsx_targets(file_system_id, region),

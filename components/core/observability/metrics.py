@@ -38,9 +38,7 @@ EFA_ERRORS = ("rx_drops", "rdma_read_wr_err", "rdma_write_wr_err", "retrans_time
               "unresponsive_remote_events", "impaired_remote_conn_events")
 EFA_RETRANSMITS = ("retrans_bytes", "retrans_pkts")
 
-# What a job may expose on a container port named `metrics` (a PodMonitor scrapes it):
-# the job dashboard plots these when they exist.
-JOB_METRICS_PORT = "metrics"
+# What a job may serve on its `metricsPort` (a PodMonitor scrapes it): the job dashboard plots these.
 JOB_METRICS = {
     "gpucluster_job_tokens_per_second": "training throughput, tokens/s, a gauge per rank",
     "gpucluster_job_step_seconds": "wall time of the last optimizer step, a gauge per rank",
@@ -52,7 +50,8 @@ JOB_METRICS = {
 NODE_HEALTH_CONDITIONS = ("AcceleratedHardwareReady", "ContainerRuntimeReady", "KernelReady", "NetworkingReady",
                           "StorageReady")
 
-# XIDs after which the GPU must be reset or the node replaced, not the job retried (NVIDIA's
-# Xid-Catalog.xlsx, "resolution" column: 79 node reboot; 48, 64, 95, 119, 120, 140 GPU reset;
-# 74 NVLink, decode first). Not 63 (row remapping pending, ignore) or 94 (contained ECC, restart the app).
-XIDS_REPLACE_NODE = (48, 64, 74, 79, 95, 119, 120, 140)
+# XIDs after which the GPU must be reset or the node replaced, not the job retried: the EKS node
+# monitoring agent's fatal list (aws/eks-node-monitoring-agent v1.6.4, monitors/nvidia/dcgm/
+# dcgm_policies.go), which also marks the node AcceleratedHardwareReady=False, and 154 ("GPU
+# recovery action changed": the driver asks for a reset or reboot; NVIDIA's XID catalog).
+XIDS_REPLACE_NODE = (46, 48, 54, 62, 63, 64, 74, 79, 95, 109, 110, 119, 120, 140, 154)

@@ -28,6 +28,7 @@ ALERTMANAGER_SECRET = "alertmanager-receivers"
 SLACK_URL_KEY = "slack-webhook-url"
 DASHBOARD_LABEL = ("grafana_dashboard", "1")  # the chart's grafana.sidecar.dashboards label and labelValue
 SCRAPE_INTERVAL = "30s"
+HELM_TIMEOUT_SECONDS = 900
 # The CRDs the chart installs (charts/crds/crds/ at kube-prometheus-stack-88.5.3): one definition
 # of each in the cluster. Helm installs a chart's crds/ once and never upgrades them: a chart
 # upgrade that needs newer CRDs applies them first (the chart's UPGRADE notes).
@@ -122,8 +123,6 @@ def prometheus_values(fp: Footprint, cluster_name: str, remote_write_url: str | 
         "storageSpec": {"volumeClaimTemplate": {"spec": {
             "storageClassName": STORAGE_CLASS, "accessModes": ["ReadWriteOnce"],
             "resources": {"requests": {"storage": f"{fp.volume_gib}Gi"}}}}},
-        # The StatefulSet's claim goes with it: `pulumi destroy` leaves no volume billing.
-        "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Delete", "whenScaled": "Retain"},
         "scrapeInterval": SCRAPE_INTERVAL,
         "evaluationInterval": SCRAPE_INTERVAL,
         "externalLabels": {"cluster": cluster_name},
