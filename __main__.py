@@ -93,10 +93,11 @@ queue = Queue(f"{name}-queue", QueueArgs(
     namespace_resource=cluster.training_namespace, provider=cluster.provider, stop_policy=cfg.stop_policy,
     metrics=monitoring is not None, depends_on=[operators, *metrics_crds]))
 
-for job in cfg.jobs:
+for index, job in enumerate(cfg.jobs):
     TrainingJob(f"{name}-{job.name}", TrainingJobArgs(
         job=job, pool=cfg.pool(job.pool), namespace=cfg.training_namespace, claim_name=volume.claim_name,
         provider=cluster.provider, storage=cfg.storage, prices=cfg.prices,
+        secret_env={k: job.env[k] for k in cfg.secret_env(index)},
         depends_on=[operators, queue, volume, plugins, pools[job.pool]]))
 fabric_tests = {pool.name: FabricTest(f"{name}-{pool.name}-fabric-test", FabricTestArgs(
     pool=pool, namespace=cfg.training_namespace, provider=cluster.provider,

@@ -3,7 +3,9 @@
 The CLI merges the project defaults of Pulumi.yaml with Pulumi.<stack>.yaml
 and passes every value as a string (structured values as JSON). The offline
 plan and the tests do the same, so the program parses exactly what it would
-get from `pulumi up`.
+get from `pulumi up`: the file is read with the CLI's YAML rules
+(components.core.config.stack_yaml: yaml.v3's typing, duplicate keys
+refused, bounded alias expansion and size).
 
 Two keys only the deployer can know (who administers the cluster, where
 pulumi runs from) are not in the shipped stacks; the README says how to set
@@ -12,13 +14,12 @@ them. `with_plan_standins` fills them for the offline plan, which says so.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import yaml
+from components.core.config import stack_yaml
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 
@@ -42,40 +43,40 @@ class StackFileError(Exception):
 
 
 def project_name(project_dir: Path = PROJECT_DIR) -> str:
-    return _load_yaml(project_dir / "Pulumi.yaml")["name"]
+    return _read(project_dir / "Pulumi.yaml", "gpucluster").top["name"]
 
 
-def _load_yaml(path: Path) -> dict[str, Any]:
+def _read(path: Path, project: str) -> stack_yaml.StackDocument:
+    """A project or stack file, read as the Pulumi CLI reads it (bounded, duplicate keys refused)."""
     if path.is_dir():
         raise StackFileError(f"{path}: is a directory, not a stack file")
     try:
-        data = yaml.safe_load(path.read_bytes().decode("utf-8"))
+        with path.open("rb") as handle:
+            data = handle.read(stack_yaml.MAX_BYTES + 1)
+        text = data.decode("utf-8")
     except FileNotFoundError:
         raise StackFileError(f"{path}: no such file") from None
     except UnicodeDecodeError as exc:
         raise StackFileError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except OSError as exc:
         raise StackFileError(f"{path}: cannot be read ({exc.strerror})") from None
-    except yaml.YAMLError as exc:
-        raise StackFileError(f"{path}: not valid YAML: {exc}") from None
-    if not isinstance(data, dict):
-        raise StackFileError(f"{path}: must be a YAML mapping, got {type(data).__name__}")
-    return data
+    if len(data) > stack_yaml.MAX_BYTES:
+        raise StackFileError(f"{path}: over {stack_yaml.MAX_BYTES:,} bytes; stack files are a few KB")
+    try:
+        return stack_yaml.parse(text, project, str(path))
+    except stack_yaml.StackYamlError as exc:
+        message = str(exc)
+        raise StackFileError(message if message.startswith(str(path)) else f"{path}: {message}") from None
 
 
 def _as_engine_string(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return str(value)
-    return json.dumps(value)
+    """A value as the engine hands it to the program (Pulumi's MarshalString)."""
+    return stack_yaml.go_text(value)
 
 
 def project_defaults(project_dir: Path = PROJECT_DIR) -> dict[str, Any]:
     """`config:` defaults of Pulumi.yaml, keys qualified with the project name."""
-    project = _load_yaml(project_dir / "Pulumi.yaml")
+    project = _read(project_dir / "Pulumi.yaml", "gpucluster").top
     name = project["name"]
     out = {}
     for key, spec in (project.get("config") or {}).items():
@@ -98,35 +99,46 @@ def read_stack_config(stack: str, project_dir: Path = PROJECT_DIR,
     if not path.exists():
         stacks = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in project_dir.glob("Pulumi.*.yaml"))
         raise StackFileError(f"no stack {stack!r}: {path.name} not found; stacks: {', '.join(stacks)}")
-    document = _load_yaml(path)
-    config = document.get("config") or {}
-    if not isinstance(config, dict):
-        raise StackFileError(f"{path}: `config:` must be a mapping of keys to values")
+    document = _read(path, project_name(project_dir))
     merged: dict[str, Any] = project_defaults(project_dir)
-    for key, value in config.items():
-        if is_secure(value):
-            # Encrypted secrets cannot be read offline; the program must not need them.
-            value = SECRET_STANDINS.get(str(key), SECRET_PLACEHOLDER)
-        merged[str(key)] = value
+    for key, value in document.config.items():
+        # Encrypted secrets cannot be read offline; the program must not need their values.
+        merged[key] = SECRET_STANDINS.get(key, SECRET_PLACEHOLDER) if is_secure(value) else _standins(value)
     merged.update(overrides or {})
     return {k: _as_engine_string(v) for k, v in merged.items()}
 
 
+def _standins(value: Any) -> Any:
+    """`value` with every nested secure value replaced by the placeholder (a job's secret env, say)."""
+    if is_secure(value):
+        return SECRET_PLACEHOLDER
+    if isinstance(value, dict):
+        return {k: _standins(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_standins(v) for v in value]
+    return value
+
+
 def is_secure(value: Any) -> bool:
     """A value `pulumi config set --secret` wrote: `{secure: <ciphertext>}`."""
-    return isinstance(value, dict) and set(value) == {"secure"}
+    return stack_yaml.is_secure(value)
+
+
+def secure_paths(stack: str, project_dir: Path = PROJECT_DIR, stack_file: Path | None = None) -> tuple[str, ...]:
+    """Where the stack file holds encrypted values: keys (`gpucluster:x`) and paths in them (`...jobs[0].env.K`)."""
+    path = stack_file or stack_path(stack, project_dir)
+    return tuple(_read(path, project_name(project_dir)).secure_paths) if path.exists() else ()
 
 
 def secure_keys(stack: str, project_dir: Path = PROJECT_DIR, stack_file: Path | None = None) -> tuple[str, ...]:
-    """The stack file's encrypted keys, as the engine lists them for the program (PULUMI_CONFIG_SECRET_KEYS)."""
-    path = stack_file or stack_path(stack, project_dir)
-    config = _load_yaml(path).get("config") if path.exists() else None
-    return tuple(str(k) for k, v in (config or {}).items() if is_secure(v)) if isinstance(config, dict) else ()
+    """The keys the engine lists as secret for the program (PULUMI_CONFIG_SECRET_KEYS): any holding a secure value."""
+    keys = (re.match(r"[^.\[]+", p)[0] for p in secure_paths(stack, project_dir, stack_file))
+    return tuple(dict.fromkeys(keys))
 
 
 def stack_versions(path: Path) -> dict[str, Any]:
     """The stack file's gpucluster:versions mapping as written ({} when absent or not a mapping)."""
-    versions = (_load_yaml(path).get("config") or {}).get("gpucluster:versions")
+    versions = _read(path, project_name(path.parent)).config.get("gpucluster:versions")
     return versions if isinstance(versions, dict) else {}
 
 
@@ -189,8 +201,9 @@ def load_stack(stack: str, project_dir: Path = PROJECT_DIR, stack_file: Path | N
     filled: list[str] = []
     if standins:
         raw, filled = with_plan_standins(raw)
-    secrets = secure_keys(stack, project_dir, stack_file)
-    return stack_config.parse(raw, project_name(project_dir), stack, secrets), raw, filled
+    paths = secure_paths(stack, project_dir, stack_file)
+    keys = tuple(dict.fromkeys(re.match(r"[^.\[]+", p)[0] for p in paths))
+    return stack_config.parse(raw, project_name(project_dir), stack, keys, paths), raw, filled
 
 
 def report(err: Exception) -> int:

@@ -1,11 +1,12 @@
 """The running program's stack config: what the Pulumi engine passed, read by the pure core's parser."""
 
+from pathlib import Path
 from typing import Any
 
 import pulumi
 from pulumi.runtime import config as runtime_config
 
-from components.core.config import StackConfig
+from components.core.config import StackConfig, stack_yaml
 from components.core.stack_config import parse
 
 
@@ -19,7 +20,27 @@ def raw_from_engine() -> dict[str, Any]:
 def load() -> StackConfig:
     """The current stack's config, validated: every problem at once, before any resource (raises ConfigError)."""
     raw = raw_from_engine()
-    return parse(raw, pulumi.get_project(), pulumi.get_stack(), secret_keys(raw))
+    keys = secret_keys(raw)
+    return parse(raw, pulumi.get_project(), pulumi.get_stack(), keys, secret_paths(keys))
+
+
+def secret_paths(keys: tuple[str, ...]) -> tuple[str, ...] | None:
+    """Where in the secret keys the encrypted values are, from the stack file the CLI read.
+
+    The engine says only which keys hold a secret (PULUMI_CONFIG_SECRET_KEYS);
+    a job's env with one `--secret --path` value arrives as a whole. The
+    stack file names the paths; without it (config from an ESC environment,
+    a stack file elsewhere), None: every value of those keys counts as secret.
+    """
+    if not keys:
+        return ()
+    path = Path.cwd() / f"Pulumi.{pulumi.get_stack()}.yaml"
+    try:
+        document = stack_yaml.parse(path.read_text(encoding="utf-8"), pulumi.get_project(), str(path))
+    except (OSError, UnicodeDecodeError, stack_yaml.StackYamlError):
+        return None
+    found = tuple(p for p in document.secure_paths if p.split(".")[0].split("[")[0] in keys)
+    return found if {p.split(".")[0].split("[")[0] for p in found} >= set(keys) else None
 
 
 def secret_keys(raw: dict[str, Any]) -> tuple[str, ...]:

@@ -106,7 +106,8 @@ BAD_CASES = [
     ({"gpucluster:adminPrincipalArns": ["arn:aws:iam::1234:role/Admin"]},
      "gpucluster:adminPrincipalArns[0]: got 'arn:aws:iam::1234:role/Admin'; must be an IAM role or user ARN"),
     ({"gpucluster:publicAccessCidrs": ["52.94.76.5/24"]},
-     "gpucluster:publicAccessCidrs[0]: got '52.94.76.5/24'; must be an IPv4 CIDR block"),
+     "gpucluster:publicAccessCidrs[0]: got '52.94.76.5/24'; has host bits set: the network is 52.94.76.0/24, "
+     "the address alone 52.94.76.5/32"),
     ({"gpucluster:gpuAvailabilityZone": "us-west-2a"},
      "gpucluster:gpuAvailabilityZone: got 'us-west-2a'; must be a zone of aws:region 'us-east-1'"),
     ({"gpucluster:systemNodes": {"instanceType": "p5.48xlarge"}},
@@ -180,9 +181,9 @@ BAD_CASES = [
     ({"gpucluster:jobs": [{**JOB, "pool": "dev", "nodes": 1, "launcher": "horovodrun"}]},
      "gpucluster:jobs[0].launcher: got 'horovodrun'; allowed: mpirun, torchrun"),
     ({"gpucluster:jobs": [{**JOB, "pool": "dev", "nodes": 1, "image": "repo/train:latest"}]},
-     "gpucluster:jobs[0].image: got 'repo/train:latest'; pin a version tag or digest, not latest"),
+     "gpucluster:jobs[0].image: got 'repo/train:latest'; is tagged latest: pin a version tag or digest"),
     ({"gpucluster:jobs": [{**JOB, "pool": "dev", "nodes": 1, "image": "repo/train"}]},
-     "gpucluster:jobs[0].image: got 'repo/train'; must be a container image pinned to a tag or digest"),
+     "gpucluster:jobs[0].image: got 'repo/train'; is not pinned: give a version tag (repo:1.2.0) or a digest"),
     ({"gpucluster:jobs": [{**JOB, "pool": "dev", "nodes": 1, "env": {"1BAD": "x"}}]},
      "gpucluster:jobs[0].env.1BAD: key '1BAD' is not an environment variable name"),
     ({"gpucluster:jobs": [{k: v for k, v in JOB.items() if k != "command"} | {"pool": "dev", "nodes": 1}]},
@@ -375,12 +376,14 @@ def test_placement_group_defaults_follow_reservations():
     reserved = stack_config("dev", {"gpucluster:gpuPools": [{**base, "capacityType": "CAPACITY_BLOCK",
                                                              "capacityReservationId": "cr-0123456789abcdef0"}],
                                     "gpucluster:jobs": []}).gpu_pools[0]
-    forced = stack_config("dev", {"gpucluster:gpuPools": [{**base, "capacityReservationId": "cr-0123456789abcdef0",
-                                                           "placementGroup": "cluster"}],
-                                  "gpucluster:jobs": []}).gpu_pools[0]
     assert plain.uses_placement_group is True
     assert reserved.uses_placement_group is False
-    assert forced.uses_placement_group is True
+    # An explicit one on a reservation would fail to launch: refused, not built.
+    with pytest.raises(ConfigError) as err:
+        stack_config("dev", {"gpucluster:gpuPools": [{**base, "capacityReservationId": "cr-0123456789abcdef0",
+                                                      "placementGroup": "cluster"}], "gpucluster:jobs": []})
+    assert "gpucluster:gpuPools[0].placementGroup: got 'cluster' with capacityReservationId cr-0123456789abcdef0" \
+        in err.value.render()
 
 
 def test_parse_count_suffixes():

@@ -200,8 +200,6 @@ def test_bad_pool_config_is_rejected_with_its_key_path(pool_raw, message):
 
 VARIANTS = [
     {"name": "odcr", "instanceType": "p5.48xlarge", "maxNodes": 2, "capacityReservationId": ODCR_ID},
-    {"name": "odcr-cluster", "instanceType": "p5.48xlarge", "maxNodes": 2, "capacityReservationId": ODCR_ID,
-     "placementGroup": "cluster"},
     {"name": "no-placement", "instanceType": "p4d.24xlarge", "maxNodes": 2, "placementGroup": "none"},
     {"name": "block", "instanceType": "p5en.48xlarge", "maxNodes": 2, "capacityType": "CAPACITY_BLOCK",
      "capacityReservationId": BLOCK_ID},
@@ -331,7 +329,6 @@ def test_efa_security_group_allows_all_traffic_to_and_from_itself(pools):
     ("p5-48xlarge", True),  # auto, no reservation
     ("odcr", False),  # auto with a reservation: a placement group would fail the launch
     ("block", False),  # Capacity Block, auto
-    ("odcr-cluster", True),  # asked for explicitly
     ("no-placement", False),
     ("efa-off", False),
     ("g6e-xlarge", False),

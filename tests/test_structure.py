@@ -29,6 +29,7 @@ CORE_LAYERS = {
     "kube": 4,
     "observability": 5,
     "system_nodes": 6,
+    "limits": 6,
     "stack_config": 6,
 }
 # Package layers: the pure core knows nothing of resources or the CLI.

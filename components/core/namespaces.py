@@ -7,4 +7,5 @@ KUEUE = "kueue-system"  # Kueue chart
 
 # Namespaces a training namespace must not be: ours, Kubernetes' own, and
 # `kubeflow`, where other Kubeflow installs (training-operator v1) live.
+RESERVED_PREFIX = "kube-"  # Kubernetes' own (kube-system, kube-public, kube-node-lease, and any to come)
 RESERVED = ("default", KUBE_SYSTEM, "kube-public", "kube-node-lease", MPI_OPERATOR, TRAINER, KUEUE, "kubeflow")

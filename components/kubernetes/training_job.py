@@ -19,7 +19,7 @@ import pulumi_kubernetes as k8s
 
 from components.core.config import GpuPoolConfig, JobConfig, StorageConfig
 from components.core.hardware import nccl
-from components.core.kube import launcher
+from components.core.kube import launcher, workers
 from components.kubernetes.objects import KubernetesObject
 
 
@@ -40,6 +40,8 @@ class TrainingJobArgs:
     prices: dict[str, float] | None = None  # for maxCostUsd
     # The Operators component (CRDs, operators, runtimes ready), the Queue and the claim's owner.
     depends_on: Sequence[pulumi.Resource] = field(default_factory=tuple)
+    # env values set with `pulumi config set --secret --path`: a Secret the job's env refers to.
+    secret_env: dict[str, str] = field(default_factory=dict)
 
 
 class TrainingJob(pulumi.ComponentResource):
@@ -54,13 +56,21 @@ class TrainingJob(pulumi.ComponentResource):
         job, pool = args.job, args.pool
         api_version, self.kind = launcher.KINDS[job.launcher]
         self.job_name = job.name
+        secret = frozenset(args.secret_env)
+        depends_on = list(args.depends_on)
+        if secret:
+            depends_on.append(k8s.core.v1.Secret(
+                f"{name}-env", metadata={"name": workers.secret_env_name(job.name), "namespace": args.namespace,
+                                         "labels": workers.labels(job.name, pool)},
+                type="Opaque", string_data=pulumi.Output.secret(dict(args.secret_env)),
+                opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on))))
         manifest = pulumi.Output.from_input(args.claim_name).apply(
             lambda claim: launcher.job_manifest(job, pool, launcher.JobContext(
-                args.namespace, claim, args.storage, args.prices)))
+                args.namespace, claim, args.storage, args.prices), secret))
         self.resource = KubernetesObject(
             f"{name}-{self.kind.lower()}",
             {"apiVersion": api_version, "kind": self.kind, "metadata": manifest["metadata"], "spec": manifest["spec"]},
-            _job_options(self, args.provider, args.depends_on))
+            _job_options(self, args.provider, depends_on))
         self.register_outputs({"jobName": self.job_name, "kind": self.kind, "namespace": args.namespace})
 
 

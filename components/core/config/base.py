@@ -113,10 +113,11 @@ Bool = Annotated[bool, BeforeValidator(_engine_bool), Strict(),
 
 def Text(pattern: str | None = None, allowed: str = "a string", *, short: str | None = None,  # noqa: N802
          max_length: int | None = None, check: Callable[[str], str | None] | None = None,
-         suggest: tuple[str, ...] = ()) -> Any:
+         suggest: tuple[str, ...] = (), json_pattern: str | None = None) -> Any:
     """A string matching `pattern` whole (and `check`, which returns why not), described as `allowed`.
 
-    `suggest`: the values `check` accepts, as an enum for editors.
+    `suggest`: the values `check` accepts, as an enum for editors; `json_pattern`: a pattern for editors
+    where `check` is the program's rule (its messages say more than a pattern could).
     """
     def validate(value: str) -> str:
         if pattern is not None and not re.fullmatch(pattern, value):
@@ -128,8 +129,8 @@ def Text(pattern: str | None = None, allowed: str = "a string", *, short: str | 
         return value
 
     schema: dict[str, Any] = {"type": "string"}
-    if pattern is not None:
-        schema["pattern"] = f"^(?:{pattern})$"
+    if pattern is not None or json_pattern is not None:
+        schema["pattern"] = f"^(?:{pattern if pattern is not None else json_pattern})$"
     if max_length is not None:
         schema["maxLength"] = max_length
     if suggest:

@@ -20,7 +20,7 @@ from components.core.config.stack import KNOWN_NAMESPACES, NAMESPACE, StackConfi
 from components.core.problems import Problem, show
 
 # StackConfig's fields that are not gpucluster:* keys: the engine layer fills them.
-CONTEXT_FIELDS = ("project", "stack", "region", "aws_profile", "aws_role_arn", "secret_keys")
+CONTEXT_FIELDS = ("project", "stack", "region", "aws_profile", "aws_role_arn", "secret_keys", "secret_paths")
 
 
 class Reading:
@@ -33,8 +33,9 @@ class Reading:
 
 
 def read(raw: dict[str, Any], project: str = NAMESPACE, stack: str = "dev",
-         secret_keys: tuple[str, ...] = ()) -> Reading:
-    """`secret_keys`: the raw keys the engine holds encrypted (their values arrive decrypted)."""
+         secret_keys: tuple[str, ...] = (), secret_paths: tuple[str, ...] | None = None) -> Reading:
+    """`secret_keys`: the raw keys the engine holds encrypted (their values arrive decrypted);
+    `secret_paths`: where in them (`gpucluster:jobs[0].env.TOKEN`), when known (None: not known)."""
     problems: list[Problem] = []
     region = raw.get("aws:region")
     if not isinstance(region, str) or region not in eks_regions():
@@ -71,7 +72,8 @@ def read(raw: dict[str, Any], project: str = NAMESPACE, stack: str = "dev",
 
     profile, role_arn = _aws_identity(raw, problems)
     data = {**keys, "project": project, "stack": stack, "region": region, "aws_profile": profile,
-            "aws_role_arn": role_arn, "secret_keys": tuple(secret_keys)}
+            "aws_role_arn": role_arn, "secret_keys": tuple(secret_keys),
+            "secret_paths": tuple(secret_keys if secret_paths is None else secret_paths)}
     try:
         config = StackConfig.model_validate(data)
         valid = set(StackConfig.model_fields)

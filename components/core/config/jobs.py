@@ -7,11 +7,18 @@ whether its model fits and what its cost bound buys are planning's
 
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BeforeValidator, Field, WithJsonSchema
+from pydantic import BeforeValidator, Field, WithJsonSchema
 
 from components.core.config.base import Bool, Choice, Int, Model, Number, Text, problem, rule
 from components.core.config.describe import Allowed, DefaultText, Missing
-from components.core.config.values import DNS_LABEL, ENV_NAME, parse_quantity
+from components.core.config.values import (
+    DNS_LABEL,
+    ENV_NAME,
+    IMAGE_PINNED_PATTERN,
+    image_problem,
+    mount_path_problem,
+    parse_quantity,
+)
 from components.core.problems import show
 
 LAUNCHERS = ("mpirun", "torchrun")
@@ -24,7 +31,10 @@ CLEAN_POD_POLICIES = ("None", "Running", "All")
 KUBERNETES_DEFAULT_GRACE_SECONDS = 30
 GRACE_PERIOD_MAX_SECONDS = 3600
 
-IMAGE = r"[^\s:@]+(:[\w][\w.-]{0,127}|@sha256:[0-9a-f]{64})"
+# Paths a job's mountPath must stay off: our /dev/shm volume, and what the container's own system uses.
+MOUNTED_BY_US = ("/dev/shm",)
+SYSTEM_PATHS = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib64", "/proc", "/sbin", "/sys", "/usr", "/var/run",
+                "/run")
 _COUNT_TEXT = "a positive count such as 7e9 or 7B"
 
 
@@ -52,10 +62,14 @@ Count = Annotated[float, BeforeValidator(_count), Allowed(_COUNT_TEXT, short="co
                                                                           r"[KMBGTkmbgt]?\s*$"}]})]
 
 
-def _not_latest(image: str) -> str:
-    if image.endswith(":latest"):
-        raise problem(f"got {show(image)}; pin a version tag or digest, not latest")
-    return image
+def _mount_path_problem(path: str) -> str | None:
+    if reason := mount_path_problem(path, MOUNTED_BY_US):
+        return reason
+    normal = "/" + "/".join(p for p in path.split("/") if p)
+    system = next((s for s in SYSTEM_PATHS if normal == s or normal.startswith(s + "/")), None)
+    if system is not None:
+        return f"is under {system}, which the container's system uses; mount the file system elsewhere (/fsx)"
+    return None
 
 
 def _env_value(value: Any) -> Any:
@@ -65,11 +79,17 @@ def _env_value(value: Any) -> Any:
     return value
 
 
-Image = Annotated[Text(IMAGE, "a container image pinned to a tag or digest (repo/name:tag)",
-                       short="image pinned to a tag or digest"), AfterValidator(_not_latest)]
+Image = Text(allowed="a container image reference pinned to a tag or digest ([registry[:port]/]repository:tag or "
+                     "@sha256:...)", short="image pinned to a tag or digest", check=image_problem,
+             json_pattern=IMAGE_PINNED_PATTERN)
 EnvName = Text(ENV_NAME, "an environment variable name", short="variable name")
 # YAML numbers are written as their text, so editors accept them too.
-EnvValue = Annotated[str, BeforeValidator(_env_value), WithJsonSchema({"type": ["string", "number"]})]
+# A value may be a secret (`pulumi config set --secret --path 'gpucluster:jobs[0].env.X'` writes
+# {secure: ...}; the engine hands the program its plaintext, which the job gets from a Secret).
+EnvValue = Annotated[str, BeforeValidator(_env_value), WithJsonSchema({"anyOf": [
+    {"type": ["string", "number"]},
+    {"type": "object", "properties": {"secure": {"type": "string"}}, "required": ["secure"],
+     "additionalProperties": False}]})]
 
 
 class ModelConfig(Model):
@@ -123,7 +143,8 @@ class JobConfig(Model):
     run_policy: RunPolicyConfig = Field(default_factory=RunPolicyConfig, description="run bounds and cleanup")
     max_restarts: Int(ge=0, le=100) = Field(
         3, description="torchrun only: whole-gang restarts (the runtime's JobSet `failurePolicy.maxRestarts`)")
-    mount_path: Text(r"/[A-Za-z0-9._/-]*", "an absolute path", short="absolute path") = Field(
+    mount_path: Text(allowed="an absolute path off the container's system paths", short="absolute path",
+                     check=_mount_path_problem) = Field(
         "/fsx", description="where the FSx claim is mounted")
     max_cost_usd: Number(gt=0) | None = Field(
         None, description="a cost bound: the run time it buys at nodes x the pool's price becomes the deadline (with "

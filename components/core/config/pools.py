@@ -113,6 +113,15 @@ class GpuPoolConfig(Model):
             yield "capacityReservationId", (f"got {show(self.capacity_reservation_id)}; must not be set with "
                                             "capacityType SPOT (reservations are on-demand or Capacity Blocks)")
 
+    @rule("placement_group", "capacity_reservation_id")
+    def _placement_with_reservation(self):
+        # A reservation fixes where instances go; a cluster placement group on top of it fails to
+        # launch (eksctl #7949, terraform-aws-eks #3699): `auto` already leaves it off.
+        if self.placement_group == "cluster" and self.capacity_reservation_id is not None:
+            yield "placementGroup", (f"got 'cluster' with capacityReservationId {self.capacity_reservation_id}: "
+                                     "instances of a reservation cannot launch into a placement group of ours; use "
+                                     "auto (none with a reservation) or none")
+
     @rule("instance_type", "efa", "placement_group", "fabric_test", "max_nodes")
     def _fabric(self):
         itype = self.instance

@@ -25,9 +25,12 @@ from components.core.config.values import (
     AZ_NAME,
     CLUSTER_NAME,
     DNS_LABEL,
+    PUBLIC_ACCESS_CIDRS_MAX,
     check_principal_arn,
     check_public_cidr,
     check_vpc_cidr,
+    cidr_list_problems,
+    with_prefix_length,
 )
 from components.core.hardware import catalog
 from components.core.hardware.zones import ZONE_ID_PATTERN
@@ -89,8 +92,9 @@ def _has_autoscaler(version: str) -> str:
 
 
 def _not_reserved(namespace: str) -> str | None:
-    if namespace in namespaces.RESERVED:
-        return f"is a namespace the cluster's system or operators own; not one of {', '.join(namespaces.RESERVED)}"
+    if namespace in namespaces.RESERVED or namespace.startswith(namespaces.RESERVED_PREFIX):
+        return (f"is a namespace the cluster's system or operators own; not {namespaces.RESERVED_PREFIX}* or one of "
+                f"{', '.join(namespaces.RESERVED)}")
     return None
 
 
@@ -105,7 +109,8 @@ KubernetesVersion = Annotated[Choice(*EKS_VERSIONS), BeforeValidator(_unquoted_v
 AddonVersion = Text(ADDON_VERSION, "an EKS add-on version such as v1.20.4-eksbuild.1", short="`vX.Y.Z-eksbuild.N`")
 CatalogType = Annotated[str, AfterValidator(_known_type)]
 TagKey = Text(AWS_TAG_KEY, "a valid AWS tag key (1-128 characters, not starting with aws:)", short="AWS tag key")
-TagValue = Annotated[str, BeforeValidator(_env_value), Field(max_length=TAG_VALUE_MAX), WithJsonSchema(
+TagValue = Annotated[Text(allowed=f"an AWS tag value (at most {TAG_VALUE_MAX} characters)", short="tag value",
+                          max_length=TAG_VALUE_MAX), BeforeValidator(_env_value), WithJsonSchema(
     {"anyOf": [{"type": "string", "maxLength": TAG_VALUE_MAX}, {"type": "number"}]})]
 
 
@@ -176,10 +181,12 @@ class StackKeys(Model):
         description="the cluster's admins (access entries with `AmazonEKSClusterAdminPolicy`), exactly these; the "
                     "deployer's first (`python -m bootstrap whoami`); other accounts are fine, session ARNs and AWS's "
                     "documentation accounts are not")
-    public_access_cidrs: tuple[Text(allowed="a public CIDR block", short="public CIDR", check=check_public_cidr),
+    public_access_cidrs: tuple[Annotated[Text(allowed="a public CIDR block", short="public CIDR",
+                                              check=check_public_cidr), BeforeValidator(with_prefix_length)],
                                ...] = Field(
-        (), description="CIDRs allowed to the public API endpoint, including where pulumi runs; required unless "
-                        "`deployerInVpc`")
+        (), description="CIDRs allowed to the public API endpoint, including where pulumi runs (an address alone is "
+                        f"its /32); required unless `deployerInVpc`; at most {PUBLIC_ACCESS_CIDRS_MAX}, no repeats or "
+                        "overlaps")
     deployer_in_vpc: Bool = Field(
         False, description="pulumi runs inside the VPC (or a connected network): allows a private-only endpoint")
     gpu_availability_zone: Annotated[
@@ -237,6 +244,11 @@ class StackKeys(Model):
                 "Kubernetes resource, and `pulumi destroy`, would fail; list the public CIDR you deploy from (your "
                 "address: `curl -s https://checkip.amazonaws.com`, as a /32), or set "
                 f"{NAMESPACE}:deployerInVpc: true when pulumi runs inside the VPC")
+
+    @rule("public_access_cidrs")
+    def _cidr_list(self):
+        for index, reason in cidr_list_problems(self.public_access_cidrs):
+            yield ("publicAccessCidrs" if index < 0 else f"publicAccessCidrs[{index}]"), reason
 
     @rule("versions.ami_release_version", "kubernetes_version")
     def _ami_matches_kubernetes(self):
@@ -313,6 +325,16 @@ class StackConfig(StackKeys):
     aws_profile: str | None = None  # aws:profile, passed to `aws eks get-token`
     aws_role_arn: str | None = None  # the last role of aws:assumeRoles, likewise
     secret_keys: tuple[str, ...] = ()  # the keys the engine holds encrypted (`pulumi config set --secret`)
+    # Where they are encrypted: a key (all of it) or a path in it (`gpucluster:jobs[0].env.TOKEN`).
+    secret_paths: tuple[str, ...] = ()
+
+    def secret_env(self, index: int) -> frozenset[str]:
+        """The env names of jobs[index] set with `pulumi config set --secret --path`: passed as a Secret."""
+        job, prefix = self.jobs[index], f"{NAMESPACE}:jobs"
+        if prefix in self.secret_paths:  # secret as a whole: every value of its env
+            return frozenset(job.env)
+        mine = f"{prefix}[{index}].env."
+        return frozenset(p.removeprefix(mine) for p in self.secret_paths if p.startswith(mine)) & frozenset(job.env)
 
     @model_validator(mode="before")
     @classmethod

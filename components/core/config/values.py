@@ -33,7 +33,12 @@ def check_cidr(value: str) -> str | None:
     try:
         ipaddress.IPv4Network(value, strict=True)
     except ValueError as exc:
-        return f"must be an IPv4 CIDR block such as 10.0.0.0/16 ({exc})"
+        try:
+            network = ipaddress.IPv4Network(value, strict=False)
+        except ValueError:
+            return f"must be an IPv4 CIDR block such as 10.0.0.0/16 ({exc})"
+        address = value.split("/")[0]
+        return f"has host bits set: the network is {network}, the address alone {address}/32"
     return None
 
 
@@ -162,3 +167,125 @@ def parse_quantity(text: str | float) -> float:
         raise ValueError(f"not a quantity: {text!r}")
     number, suffix = match.groups()
     return float(number) * _COUNT_SUFFIXES[suffix.upper()]
+
+
+# -- container images -------------------------------------------------------------------
+# The OCI reference grammar as the container tools parse it (distribution/reference,
+# reference.go and regexp.go; the OCI distribution spec's repository name rule):
+#   reference := name [ ":" tag ] [ "@" digest ]
+#   name      := [ domain "/" ] path-component ( "/" path-component )*
+#   domain    := host [ ":" port ], host a DNS name (letters, digits, hyphens, dots) or [IPv6]
+#   path-component := [a-z0-9]+ ( ( [._] | "__" | "-"+ ) [a-z0-9]+ )*
+#   tag       := [\w][\w.-]{0,127}
+#   digest    := algorithm ":" hex, algorithm [A-Za-z][A-Za-z0-9]* ( [+._-] [A-Za-z][A-Za-z0-9]* )*
+# The first component is a registry when it has a "." or ":" or is "localhost"
+# (reference.ParseNormalizedNamed). A name is at most 255 characters.
+_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_DOMAIN = rf"(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*|\[[0-9a-fA-F:]+\])(?::[0-9]+)?"
+_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_TAG = r"[\w][\w.-]{0,127}"
+_DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
+IMAGE_REFERENCE = re.compile(
+    rf"(?P<name>(?:(?P<domain>{_DOMAIN})/)?(?P<path>{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*))"
+    rf"(?::(?P<tag>{_TAG}))?(?:@(?P<digest>{_DIGEST}))?")
+NAME_MAX = 255
+# For editors (JSON Schema, JavaScript regex): a reference pinned to a tag or digest, not `latest`.
+IMAGE_PINNED_PATTERN = (rf"(?!.*:latest$)(?:{_DOMAIN}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*"
+                        rf"(?::{_TAG}(?:@{_DIGEST})?|@{_DIGEST})")
+SHA256_HEX = 64
+
+
+def image_problem(reference: str) -> str | None:
+    """Why a container runtime would refuse `reference`, or why we do (unpinned, `latest`); None if fine."""
+    match = IMAGE_REFERENCE.fullmatch(reference)
+    if match is None or _misread_domain(reference, match):
+        lowered = reference.lower()
+        hint = ""
+        if lowered != reference and IMAGE_REFERENCE.fullmatch(_lower_path(reference)):
+            hint = " (repository names are lowercase)"
+        return ("is not an image reference ([registry[:port]/]repository[:tag][@digest], lowercase repository)"
+                + hint)
+    if len(match["name"]) > NAME_MAX:
+        return f"has a name of {len(match['name'])} characters; at most {NAME_MAX}"
+    tag, digest = match["tag"], match["digest"]
+    if digest is not None:
+        algorithm, hex_ = digest.split(":", 1)
+        if algorithm == "sha256" and len(hex_) != SHA256_HEX:
+            return f"has a sha256 digest of {len(hex_)} hex digits; sha256 has {SHA256_HEX}"
+    if tag is None and digest is None:
+        return "is not pinned: give a version tag (repo:1.2.0) or a digest (repo@sha256:...)"
+    if tag == "latest" and digest is None:
+        return "is tagged latest: pin a version tag or digest, so a later run gets the same image"
+    return None
+
+
+def _misread_domain(reference: str, match: re.Match) -> bool:
+    """`repo:1.0` parses as a domain "repo:1" without a path only when there is a slash; a first component
+    with a port or dot but no slash after it is a repository with a tag, which the grammar already read."""
+    domain = match["domain"]
+    return domain is not None and "/" not in reference.split("@", 1)[0][len(domain):][:1]
+
+
+def _lower_path(reference: str) -> str:
+    first, _, rest = reference.partition("/")
+    if rest and ("." in first or ":" in first or first == "localhost"):
+        return f"{first}/{rest.lower()}"
+    return reference.lower()
+
+
+# -- paths in a pod -----------------------------------------------------------------------
+
+def mount_path_problem(path: str, taken: Iterable[str] = ()) -> str | None:
+    """Why `path` cannot be where a volume is mounted in our pods: not absolute, `/`, `..`, or on a path
+    another of our volumes uses (`taken`: /dev/shm and the like)."""
+    if not path.startswith("/"):
+        return "must be an absolute path (/fsx)"
+    parts = [p for p in path.split("/") if p]
+    if any(p in (".", "..") for p in parts):
+        return "must not contain . or .. components"
+    if not parts:
+        return "must not be / (the container's root)"
+    if not re.fullmatch(r"[A-Za-z0-9._/-]+", path):
+        return "may contain letters, digits, ., _, - and / only"
+    normal = "/" + "/".join(parts)
+    for other in taken:
+        if normal == other or normal.startswith(other + "/") or other.startswith(normal + "/"):
+            return f"overlaps {other}, which the pods mount themselves"
+    return None
+
+
+# -- the API endpoint's allow list ---------------------------------------------------------
+
+# EKS: at most 40 public endpoint CIDR ranges per cluster (EKS User Guide, "Amazon EKS service
+# quotas": Public endpoint access CIDR ranges per cluster, 40, not adjustable).
+PUBLIC_ACCESS_CIDRS_MAX = 40
+
+
+def with_prefix_length(value: object) -> object:
+    """A bare address is its /32: what one means by listing it (EKS refuses a CIDR without one)."""
+    if isinstance(value, str) and "/" not in value.strip() and value.strip():
+        try:
+            ipaddress.IPv4Address(value.strip())
+        except ValueError:
+            return value
+        return f"{value.strip()}/32"
+    return value
+
+
+def cidr_list_problems(cidrs: Iterable[str]) -> list[tuple[int, str]]:
+    """(index, why) for the entries of an allow list that repeat or lie inside another entry, and its length."""
+    items = list(cidrs)
+    out: list[tuple[int, str]] = []
+    nets = [ipaddress.IPv4Network(c) for c in items]
+    for i, net in enumerate(nets):
+        for j, other in enumerate(nets[:i]):
+            if net == other:
+                out.append((i, f"repeats entry [{j}] ({other})"))
+                break
+            if net.subnet_of(other) or other.subnet_of(net):
+                wider = other if net.subnet_of(other) else net
+                out.append((i, f"overlaps entry [{j}] ({other}); keep only {wider}"))
+                break
+    if len(items) > PUBLIC_ACCESS_CIDRS_MAX:
+        out.append((-1, f"has {len(items)} entries; EKS accepts at most {PUBLIC_ACCESS_CIDRS_MAX}"))
+    return out

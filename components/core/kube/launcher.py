@@ -84,7 +84,8 @@ def run_policy(policy: RunPolicyConfig, deadline_seconds: int | None) -> dict[st
     return out
 
 
-def mpirun_command(nodes: int, gpus: int, env: dict[str, str], program: list[str] | tuple[str, ...]) -> list[str]:
+def mpirun_command(nodes: int, gpus: int, env: dict[str, str], program: list[str] | tuple[str, ...],
+                   secret: frozenset[str] = frozenset()) -> list[str]:
     """mpirun, one rank per GPU, every env var passed to the ranks with -x.
 
     As awslabs/awsome-distributed-ai's nccl-tests MPIJob runs it after #1077:
@@ -96,15 +97,18 @@ def mpirun_command(nodes: int, gpus: int, env: dict[str, str], program: list[str
     cmd = [MPIRUN, "--allow-run-as-root", "--tag-output", "-np", str(nodes * gpus), "-N", str(gpus),
            "--bind-to", "none", "-x", "PATH", "-x", "LD_LIBRARY_PATH"]
     for key, value in env.items():
-        cmd += ["-x", f"{key}={value}"]
+        # A secret goes by name: mpirun exports the launcher's own value (from the job's Secret).
+        cmd += ["-x", key if key in secret else f"{key}={value}"]
     return [*cmd, *program]
 
 
-def _launcher_pod(image: str, command: list[str], grace_seconds: int | None) -> dict[str, Any]:
-    pod: dict[str, Any] = {
-        "nodeSelector": dict(SYSTEM_NODE_LABEL),
-        "containers": [{"name": "launcher", "image": image, "command": command, "resources": LAUNCHER_RESOURCES}],
-    }
+def _launcher_pod(image: str, command: list[str], grace_seconds: int | None,
+                  env: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    container: dict[str, Any] = {"name": "launcher", "image": image, "command": command,
+                                 "resources": LAUNCHER_RESOURCES}
+    if env:
+        container["env"] = env
+    pod: dict[str, Any] = {"nodeSelector": dict(SYSTEM_NODE_LABEL), "containers": [container]}
     if grace_seconds is not None:
         # mpirun is the launcher's PID 1: SIGTERM reaches the ranks through it,
         # so it gets the workers' grace too.
@@ -115,7 +119,7 @@ def _launcher_pod(image: str, command: list[str], grace_seconds: int | None) -> 
 def _mpijob(name: str, ctx: JobContext, pool: GpuPoolConfig, nodes: int, gpus: int, image: str,
             command: list[str], worker: dict[str, Any], claim_name: str | None, policy: RunPolicyConfig,
             priority: str, deadline: int | None, grace_seconds: int | None = None,
-            metrics_port: int | None = None) -> dict[str, Any]:
+            metrics_port: int | None = None, launcher_env: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     pod_labels = workers.labels(name, pool)
     return {
         "apiVersion": MPIJOB_API_VERSION,
@@ -137,7 +141,7 @@ def _mpijob(name: str, ctx: JobContext, pool: GpuPoolConfig, nodes: int, gpus: i
                     "restartPolicy": "OnFailure",
                     "template": {
                         "metadata": {"labels": pod_labels},
-                        "spec": _launcher_pod(image, command, grace_seconds),
+                        "spec": _launcher_pod(image, command, grace_seconds, launcher_env),
                     },
                 },
                 "Worker": {
@@ -152,22 +156,29 @@ def _mpijob(name: str, ctx: JobContext, pool: GpuPoolConfig, nodes: int, gpus: i
     }
 
 
-def mpijob(job: JobConfig, pool: GpuPoolConfig, ctx: JobContext) -> dict[str, Any]:
-    """MPIJob kubeflow.org/v2beta1: one launcher on a system node, job.nodes GPU workers."""
+def mpijob(job: JobConfig, pool: GpuPoolConfig, ctx: JobContext,
+           secret: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """MPIJob kubeflow.org/v2beta1: one launcher on a system node, job.nodes GPU workers.
+
+    Secret env values reach the launcher from the job's Secret and the ranks
+    through `mpirun -x NAME`: they are never in the command line."""
     gpus = workers.gpus_per_node(job, pool)
     worker = workers.worker_container("worker", job.image, pool, gpus, job.mount_path)
-    command = mpirun_command(job.nodes, gpus, workers.job_env(job, pool, ctx.storage), job.command)
+    env = workers.job_env(job, pool, ctx.storage)
+    command = mpirun_command(job.nodes, gpus, env, job.command, secret)
+    launcher_env = [workers.env_var(k, "", job.name, secret) for k in env if k in secret]
     return _mpijob(job.name, ctx, pool, job.nodes, gpus, job.image, command, worker, ctx.claim_name,
                    job.run_policy, queueing.TRAINING_PRIORITY, teardown.deadline_seconds(job, pool, ctx.prices),
-                   job.termination_grace_period_seconds, job.metrics_port)
+                   job.termination_grace_period_seconds, job.metrics_port, launcher_env)
 
 
-def job_manifest(job: JobConfig, pool: GpuPoolConfig, ctx: JobContext) -> dict[str, Any]:
-    """The job's MPIJob or TrainJob, per its launcher."""
+def job_manifest(job: JobConfig, pool: GpuPoolConfig, ctx: JobContext,
+                 secret: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """The job's MPIJob or TrainJob, per its launcher; `secret`: env names whose values are in its Secret."""
     if job.launcher == "mpirun":
-        return mpijob(job, pool, ctx)
+        return mpijob(job, pool, ctx, secret)
     return trainer.trainjob(job, pool, ctx.namespace, workers.job_env(job, pool, ctx.storage),
-                            teardown.deadline_seconds(job, pool, ctx.prices), ctx.claim_name)
+                            teardown.deadline_seconds(job, pool, ctx.prices), ctx.claim_name, secret)
 
 
 def nccl_test_name(pool: GpuPoolConfig) -> str:

@@ -170,7 +170,8 @@ def pod_label_patch(labels: dict[str, str]) -> dict[str, Any]:
 
 
 def trainjob(job: JobConfig, pool: GpuPoolConfig, namespace: str, env: dict[str, str],
-             deadline_seconds: int | None, claim_name: str | None) -> dict[str, Any]:
+             deadline_seconds: int | None, claim_name: str | None,
+             secret: frozenset[str] = frozenset()) -> dict[str, Any]:
     """TrainJob against the pool's runtime; the job's env on top of the runtime's preset.
 
     Trainer upserts trainer.env over the runtime's variables, so a preset
@@ -187,7 +188,7 @@ def trainjob(job: JobConfig, pool: GpuPoolConfig, namespace: str, env: dict[str,
         "command": torchrun_command(job.command),
     }
     if overrides:
-        spec_trainer["env"] = _env_list(overrides)
+        spec_trainer["env"] = [workers.env_var(k, val, job.name, secret) for k, val in overrides.items()]
     # Everything a node's worker asks for, not just the GPUs: Trainer 2.3.0
     # merges this into the runtime's resources (#3602), but Kueue 0.19.2 counts
     # quota with Trainer 2.2.1's code, which replaces them with it; the two agree

@@ -61,6 +61,18 @@ def job_env(job: JobConfig, pool: GpuPoolConfig, storage: StorageConfig | None =
     return nccl.merge_env(env, job.env)
 
 
+def secret_env_name(job_name: str) -> str:
+    """The Secret holding a job's secret env values (`pulumi config set --secret --path ...env.X`)."""
+    return f"{job_name}-env"
+
+
+def env_var(name: str, value: str, job_name: str, secret: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """One container env entry: the value, or a reference to the job's Secret for a secret one."""
+    if name in secret:
+        return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret_env_name(job_name), "key": name}}}
+    return {"name": name, "value": value}
+
+
 def tensorboard_dir(mount_path: str, job_name: str) -> str:
     """Where a job writes its TensorBoard event files: <mount>/tensorboard/<job>."""
     return f"{mount_path.rstrip('/')}/{TENSORBOARD_SUBDIR}/{job_name}"
