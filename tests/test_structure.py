@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("components", "bootstrap")
+PACKAGES = ("components", "bootstrap", "policy")
 MAX_MODULES_PER_FOLDER = 12
 
 # Bottom-up layers of components.core: a module imports only from its own
@@ -39,6 +39,7 @@ PACKAGE_LAYERS = {
     "components.stack": 1,
     "components.aws": 2,
     "components.kubernetes": 2,
+    "policy": 2,
     "bootstrap": 3,
 }
 

@@ -13,6 +13,7 @@ from typing import Any
 from bootstrap import stackfile
 from bootstrap.offline import mocks
 from components.core import config
+from policy.rules import check_recording
 
 SECRET = "[secret]"
 _NOT_OBJECTS = ("kubernetes:helm.sh/", "kubernetes:yaml", "pulumi:providers:")
@@ -173,6 +174,8 @@ def build_report(cfg: config.StackConfig, recording: mocks.Recording, standins: 
         "outputs": outputs,
         "resources": resource_rows(recording),
         "warnings": sorted(msg for level, msg in recording.logs if level in ("warning", "warn")),
+        # What `pulumi preview --policy-pack policy` would report, from the same rules.
+        "policyViolations": [v.to_dict() for v in check_recording(recording.resources, cfg.stack)],
     }
 
 

@@ -135,6 +135,10 @@ def render(report: dict[str, Any], tree: list[str]) -> str:
                     "GPU pool may scale to 0; `python -m bootstrap resume` ends it"]
     if report["warnings"]:
         out += ["", "Warnings"] + [f"  {w}" for w in report["warnings"]]
+    violations = report.get("policyViolations") or []
+    out += ["", f"Policy pack (policy/, what `pulumi preview --policy-pack policy` reports): "
+                f"{len(violations) or 'no'} violation{'' if len(violations) == 1 else 's'}"]
+    out += [f"  {v['level']} {v['policy']}: {v['message']}" for v in violations]
     out += ["", "Outputs"]
     out += [f"  {k}: {v if isinstance(v, str) else json.dumps(v)}" for k, v in report["outputs"].items()]
     return "\n".join(out)
