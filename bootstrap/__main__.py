@@ -45,5 +45,29 @@ def main(argv: list[str]) -> int:
     return getattr(importlib.import_module(module_name), function or "main")(rest)
 
 
+def run(argv: list[str]) -> int:
+    """main(), with the one exit-code rule of every verb (0 ok, 1 problems found, 2 could not run) and no
+    traceback for anything a verb did not expect: a short message instead (GPUCLUSTER_DEBUG=1 shows it)."""
+    import os
+
+    try:
+        return main(argv)
+    except KeyboardInterrupt:
+        print("gpucluster: interrupted", file=sys.stderr)
+        return 2
+    except SystemExit:
+        raise
+    except Exception as err:  # noqa: BLE001 (the CLI's last line of defence)
+        if os.environ.get("GPUCLUSTER_DEBUG") == "1":
+            raise
+        where = err.__traceback__
+        while where is not None and where.tb_next is not None:
+            where = where.tb_next
+        place = f" at {Path(where.tb_frame.f_code.co_filename).name}:{where.tb_lineno}" if where else ""
+        print(f"gpucluster: could not run {argv[0] if argv else ''}: {type(err).__name__}: {err}{place} "
+              "(a bug: please report it; GPUCLUSTER_DEBUG=1 prints the traceback)", file=sys.stderr)
+        return 2
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(run(sys.argv[1:]))

@@ -13,6 +13,7 @@ from moto import mock_aws
 
 from bootstrap import stackfile
 from bootstrap.account import checks as preflight_checks
+from bootstrap.account import pin_checks
 from bootstrap.account.checks import FAIL, PASS, UNKNOWN, WARN, Context
 from bootstrap.offline import mocks
 from bootstrap.verbs import preflight
@@ -70,15 +71,58 @@ def service_quotas(p_vcpus: float = 4000, eks=EKS_QUOTAS) -> tuple[object, Stubb
     return sq, stub
 
 
-def factory(sq):
+PINS = stackfile.stack_versions(stackfile.PROJECT_DIR / "Pulumi.prod.yaml")
+
+
+def published(ami: bool = True, addons: dict[str, str] | None = None) -> tuple[object, object, list[Stubber]]:
+    """SSM and EKS as AWS answers for prod's pins (moto serves neither EKS's AMI parameters nor add-on versions)."""
+    ssm, eks = boto3.client("ssm", region_name="us-east-1"), boto3.client("eks", region_name="us-east-1")
+    ssm_stub, eks_stub = Stubber(ssm), Stubber(eks)
+    release = PINS["amiReleaseVersion"]
+    for variant in pin_checks.VARIANTS:
+        name = pin_checks.ami_parameter("1.35", variant, release)
+        if ami:
+            ssm_stub.add_response("get_parameter", {"Parameter": {"Name": name, "Value": release}}, {"Name": name})
+        else:
+            ssm_stub.add_client_error("get_parameter", "ParameterNotFound", expected_params={"Name": name})
+            ssm_stub.add_response("get_parameters_by_path", {"Parameters": [
+                {"Name": name.replace(release.rsplit("-", 1)[-1], "20260601"), "Value": "1.35.5-20260601"}]},
+                {"Path": pin_checks.AMI_ROOT.format(k8s="1.35", variant=variant), "Recursive": True})
+    offered = {**PINS["addons"], **(addons or {})}
+    for addon in sorted(PINS["addons"]):
+        eks_stub.add_response("describe_addon_versions", {"addons": [{"addonName": addon, "addonVersions": [
+            {"addonVersion": offered[addon], "compatibilities": [{"clusterVersion": "1.35"}]},
+            {"addonVersion": "v0.0.1-eksbuild.1", "compatibilities": [{"clusterVersion": "1.32"}]}]}]},
+            {"addonName": addon, "kubernetesVersion": "1.35"})
+    for stub in (ssm_stub, eks_stub):
+        stub.activate()
+    return ssm, eks, [ssm_stub, eks_stub]
+
+
+class Split:
+    """A client whose `stubbed` operations go to a Stubber's client, the rest to moto's."""
+
+    def __init__(self, stubbed_client, operations: set[str], real):
+        self.stubbed_client, self.operations, self.real = stubbed_client, operations, real
+
+    def __getattr__(self, name: str):
+        return getattr(self.stubbed_client if name in self.operations else self.real, name)
+
+
+def factory(sq, pins=None):
+    ssm, eks, _ = pins or published()
+
     def client(service: str, region: str | None = None):
-        return sq if service == "service-quotas" else boto3.client(service, region_name=region or "us-east-1")
+        real = boto3.client(service, region_name=region or "us-east-1")
+        if service == "eks":
+            return Split(eks, {"describe_addon_versions"}, real)
+        return {"service-quotas": sq, "ssm": ssm}.get(service) or real
     return client
 
 
-def run(capsys, path: str, sq, *extra: str) -> tuple[int, dict]:
-    code = preflight.main(["--stack", "prod", "--stack-file", path, "--json", *extra], client_factory=factory(sq),
-                          ip=lambda: ADDRESS)
+def run(capsys, path: str, sq, *extra: str, pins=None) -> tuple[int, dict]:
+    code = preflight.main(["--stack", "prod", "--stack-file", path, "--json", *extra],
+                          client_factory=factory(sq, pins), ip=lambda: ADDRESS)
     return code, json.loads(capsys.readouterr().out)
 
 
@@ -108,6 +152,45 @@ def test_all_good(aws, tmp_path, capsys):
     assert checks[f"admin {ADMIN}"]["status"] == PASS
     assert checks["API endpoint reachable"]["detail"] == f"{ADDRESS} is in publicAccessCidrs"
     assert checks["image public.ecr.aws/deep-learning-containers/pytorch:2.13.0-cu133-amzn2023"]["status"] == UNKNOWN
+    assert checks["AMI release 1.35.6-20260714 (nvidia)"] == {
+        "name": "AMI release 1.35.6-20260714 (nvidia)", "status": PASS,
+        "detail": "published for Kubernetes 1.35 (AL2023 nvidia)"}
+    assert checks["add-on vpc-cni v1.22.4-eksbuild.3"]["status"] == PASS
+
+
+def test_pins_nobody_publishes_fail_with_the_fix(aws, tmp_path, capsys):
+    sq, _ = service_quotas()
+    pins = published(ami=False, addons={"coredns": "v1.14.9-eksbuild.1"})
+    code, report = run(capsys, stack_file(tmp_path), sq, pins=pins)
+    for stub in pins[2]:
+        stub.assert_no_pending_responses()
+    checks = by_name(report)
+    assert code == 1 and report["ok"] is False
+    assert checks["AMI release 1.35.6-20260714 (nvidia)"] == {
+        "name": "AMI release 1.35.6-20260714 (nvidia)", "status": FAIL,
+        "detail": "not published for Kubernetes 1.35 (AL2023 nvidia) in us-east-1; node groups would fail to create; "
+                  "`python -m bootstrap upgrade --stack prod --write` pins published ones"}
+    assert checks["add-on coredns v1.14.3-eksbuild.3"]["detail"] == (
+        "not offered for Kubernetes 1.35 (newest: v1.14.9-eksbuild.1); the add-on would fail to install; "
+        "`python -m bootstrap upgrade --stack prod --write` pins published ones")
+    assert checks["add-on vpc-cni v1.22.4-eksbuild.3"]["status"] == PASS
+
+
+def test_the_ami_parameter_is_named_as_eks_names_its_amis():
+    assert pin_checks.ami_parameter("1.35", "nvidia", "1.35.6-20260714") == (
+        "/aws/service/eks/optimized-ami/1.35/amazon-linux-2023/x86_64/nvidia/"
+        "amazon-eks-node-al2023-x86_64-nvidia-1.35-v20260714/release_version")
+
+
+def test_nothing_checked_is_exit_2_not_a_pass(tmp_path, capsys, monkeypatch):
+    def no_credentials(service: str, region: str | None = None):
+        raise RuntimeError("Unable to locate credentials")
+    code = preflight.main(["--stack", "prod", "--stack-file", stack_file(tmp_path)], client_factory=no_credentials,
+                          ip=lambda: None)
+    out = capsys.readouterr().out
+    assert code == 2
+    assert out.rstrip().endswith("nothing could be checked: are AWS credentials set (`aws sts get-caller-identity`)?")
+    assert "PASS" not in out
 
 
 def test_a_quota_too_low_fails_with_the_numbers_and_the_request(aws, tmp_path, capsys):

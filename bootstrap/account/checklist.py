@@ -5,11 +5,12 @@ from __future__ import annotations
 import urllib.request
 from collections.abc import Callable
 
-from bootstrap.account import checks, quota_checks
+from bootstrap.account import checks, pin_checks, quota_checks
 from bootstrap.account.checks import FAIL, UNKNOWN, Check, Context
 from components.core import config
 
-CHECKS = (checks.identity, checks.zone_plan, quota_checks.vcpu_quotas, checks.reservations,
+CHECKS = (checks.identity, checks.zone_plan, pin_checks.ami_release, pin_checks.addon_versions,
+          quota_checks.vcpu_quotas, checks.reservations,
           quota_checks.network_quotas, quota_checks.eks_quotas, quota_checks.fsx_quota,
           checks.admins, checks.endpoint, checks.images)
 # AWS's what-is-my-address service (the README's `curl -s https://checkip.amazonaws.com`).

@@ -58,6 +58,18 @@ def load_plan(path: Path) -> dict[str, Any]:
     if not isinstance(plan, dict) or not isinstance(plan.get("resources"), list) or "cost" not in plan:
         raise PlanError(f"{path}: not a `python -m bootstrap plan --json` report with resources (a plan made "
                         "before plans listed every resource? render it again)")
+    if not isinstance(plan["cost"], dict):
+        raise PlanError(f"{path}: `cost` is not an object; render the plan again")
+    for i, row in enumerate(plan["resources"]):
+        if not isinstance(row, dict):
+            raise PlanError(f"{path}: resources[{i}] is not an object; render the plan again")
+        for key in ("urn", "type", "name"):
+            if not isinstance(row.get(key), str):
+                raise PlanError(f"{path}: resources[{i}] has no {key!r}; render the plan again")
+        for key, kind in (("inputs", dict), ("dependencies", list), ("replaceOnChanges", list)):
+            if row.get(key) is not None and not isinstance(row[key], kind):
+                raise PlanError(f"{path}: resources[{i}].{key} is not a{'n object' if kind is dict else ' list'}; "
+                                "render the plan again")
     return plan
 
 

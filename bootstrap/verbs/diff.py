@@ -12,7 +12,7 @@ and maximum scale, before and after. Identical plans print nothing.
     python -m bootstrap plan --stack prod --json > head.json     # on your branch
     python -m bootstrap diff base.json head.json > report.md
 
-Exit codes: 0 (changes or not), 2 unreadable input.
+Exit codes: 0 (changes or not), 2 unreadable input or an unwritable --out.
 """
 
 from __future__ import annotations
@@ -41,7 +41,11 @@ def main(argv: list[str]) -> int:
         print(f"gpucluster: {err}", file=sys.stderr)
         return 2
     if args.out:
-        args.out.write_text(report)
+        try:
+            args.out.write_text(report)
+        except OSError as err:
+            print(f"gpucluster: --out {args.out}: cannot write ({err.strerror or err})", file=sys.stderr)
+            return 2
     else:
         sys.stdout.write(report)
     return 0

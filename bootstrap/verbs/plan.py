@@ -49,6 +49,12 @@ def main(argv: list[str]) -> int:
     if args.out is not None and args.out.exists() and not args.out.is_dir():
         print(f"gpucluster: --out {args.out}: exists and is not a directory", file=sys.stderr)
         return 2
+    if args.out is not None:
+        try:
+            args.out.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            print(f"gpucluster: --out {args.out}: cannot write there ({err.strerror or err})", file=sys.stderr)
+            return 2
 
     try:
         cfg, raw, standins = stackfile.load_stack(args.stack, stack_file=args.stack_file, standins=True)
@@ -70,8 +76,13 @@ def main(argv: list[str]) -> int:
     else:
         print(render(report, resource_tree(recording)))
     if args.out:
-        write_out(args.out, recording)
+        try:
+            write_out(args.out, recording)
+        except OSError as err:
+            print(f"gpucluster: --out {args.out}: cannot write there ({err.strerror or err})", file=sys.stderr)
+            return 2
         if not args.json:
             print(f"\nwrote {args.out / 'resources.json'} and {len(kubernetes_objects(recording))} "
                   f"Kubernetes objects to {args.out / 'k8s'}")
-    return 0
+    # A mandatory violation of the policy pack would fail `pulumi preview --policy-pack policy`.
+    return 1 if any(v["level"] == "mandatory" for v in report["policyViolations"]) else 0

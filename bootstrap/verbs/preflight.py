@@ -15,8 +15,11 @@ or a fact the account cannot tell), never a traceback:
 - admin principals exist; the public endpoint admits this machine;
 - training images in ECR exist.
 
+- the pinned AMI release and add-on versions exist for the Kubernetes version;
+
 `--json` prints {"ok": bool, "checks": [{"name", "status", "detail"}]}.
-Exit 1 if any check fails, 2 if the stack file cannot be read.
+Exit 0 when nothing fails, 1 if any check fails, 2 if the stack file cannot
+be read or no check could tell anything (no credentials, say).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from pathlib import Path
 
 from bootstrap import stackfile
 from bootstrap.account.checklist import public_ip, run
-from bootstrap.account.checks import FAIL, Check
+from bootstrap.account.checks import FAIL, PASS, WARN, Check
 from components.core import config
 
 
@@ -65,9 +68,12 @@ def main(argv: list[str], client_factory: Callable | None = None, ip: Callable[[
         def client_factory(service: str, region: str | None = None):
             return session.client(service, region_name=region or cfg.region)
     results = run(cfg, standins, client_factory, ip)
-    ok = not any(c.status == FAIL for c in results)
+    failed = any(c.status == FAIL for c in results)
+    checked = any(c.status in (PASS, WARN) for c in results)
     if args.json:
-        print(json.dumps({"ok": ok, "checks": [c.to_dict() for c in results]}, indent=2))
+        print(json.dumps({"ok": checked and not failed, "checks": [c.to_dict() for c in results]}, indent=2))
     else:
         print(render(results))
-    return 0 if ok else 1
+        if not checked:
+            print("nothing could be checked: are AWS credentials set (`aws sts get-caller-identity`)?")
+    return 1 if failed else 0 if checked else 2
