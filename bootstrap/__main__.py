@@ -21,6 +21,11 @@ VERBS = {
     "resume": ("bootstrap.verbs.pause:resume_main", "release the queue after a pause"),
     "size": ("bootstrap.verbs.size", "memory, time and cost of training a model (no cloud, no Pulumi)"),
     "nccl-report": ("bootstrap.verbs.nccl_report", "judge nccl-tests output: bus bandwidth, EFA or socket fallback"),
+    "submit": ("bootstrap.verbs.jobs.submit", "start a job of the stack (startOnUp: false) or a job file, queued"),
+    "status": ("bootstrap.verbs.jobs.status", "jobs with phase, nodes, elapsed time, cost so far and deadline"),
+    "logs": ("bootstrap.verbs.jobs.logs", "a job's launcher or rank N, MPIJob and TrainJob alike (-f follows)"),
+    "cancel": ("bootstrap.verbs.jobs.cancel", "delete a job and its pods; says what checkpoint the next run finds"),
+    "doctor": ("bootstrap.verbs.jobs.doctor", "why a job waits or failed: each cause with evidence and fix; bundles"),
 }
 
 

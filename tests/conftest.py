@@ -67,3 +67,12 @@ def pytest_runtest_makereport(item, call):
     if report.skipped and not hasattr(report, "wasxfail"):
         report.outcome = "failed"
         report.longrepr = f"{item.nodeid} skipped ({report.longrepr}); tests must run on a fresh clone, not skip"
+
+
+def prod_started(extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Overrides that make prod's opt-in example jobs start with `pulumi up` (startOnUp: true), for the tests
+    of what a job becomes; `extra` overrides merged in."""
+    from components.core.config import stack_yaml
+
+    jobs = stack_yaml.parse((ROOT / "Pulumi.prod.yaml").read_text(), "gpucluster").config["gpucluster:jobs"]
+    return {"gpucluster:jobs": [{**job, "startOnUp": True} for job in jobs], **(extra or {})}

@@ -72,6 +72,8 @@ class FakeKube:
         self.logs: dict[tuple[str, str, str | None], str] = {}
         self.requests: list[Request] = []
         self.fail: dict[tuple[str, str], tuple[int, str]] = {}  # (method, path) -> (status, message)
+        # What a controller does when an object is created (Kueue making a job's Workload, say).
+        self.on_create: list = []
         for obj in objects:
             self.add(obj)
         self._server: ThreadingHTTPServer | None = None
@@ -130,7 +132,10 @@ class FakeKube:
                 meta = body.get("metadata", {})
                 if meta.get("name") in self.collections.get(path, {}):
                     return self._status(409, "AlreadyExists", f'{body["kind"]} "{meta.get("name")}" already exists')
-                return 201, self.add(json.loads(json.dumps(body)))
+                created = self.add(json.loads(json.dumps(body)))
+                for react in self.on_create:
+                    react(self, created)
+                return 201, created
             if "labelSelector" in query:
                 items = [o for o in items if _labels_match(o["metadata"].get("labels") or {}, query["labelSelector"])]
             if "fieldSelector" in query:

@@ -236,8 +236,11 @@ def test_mpirun_command_line_exact():
     assert launcher_command(m) == [
         "/opt/amazon/openmpi/bin/mpirun", "--allow-run-as-root", "--tag-output", "-np", "16", "-N", "8",
         "--bind-to", "none", "-x", "PATH", "-x", "LD_LIBRARY_PATH",
+        # torch.distributed's env:// rendezvous: rank 0 on worker 0, by its name in the job's Service.
+        "-x", "MASTER_ADDR=mpi-h100-worker-0.mpi-h100.training.svc", "-x", "MASTER_PORT=29500",
         "-x", "FI_PROVIDER=efa", "-x", "FI_EFA_FORK_SAFE=1", "-x", "NCCL_DEBUG=INFO",
         "-x", "NCCL_SOCKET_IFNAME=^lo,docker",
+        "-x", "GPUCLUSTER_JOB=mpi-h100",
         "-x", "GPUCLUSTER_DATASET_DIR=/fsx/datasets", "-x", "GPUCLUSTER_CHECKPOINT_DIR=/fsx/checkpoints",
         "-x", "GPUCLUSTER_TENSORBOARD_DIR=/fsx/tensorboard/mpi-h100",
         "python", "train.py", "--steps=10",
@@ -279,7 +282,8 @@ def test_trainjob_against_our_runtime():
     assert spec["trainer"] == {
         "numNodes": 2, "numProcPerNode": 8, "image": IMAGE,
         "command": ["torchrun", "--no-python", "python", "train.py", "--steps=10"],
-        "env": [{"name": "GPUCLUSTER_DATASET_DIR", "value": "/fsx/datasets"},
+        "env": [{"name": "GPUCLUSTER_JOB", "value": "torch-h100"},
+                {"name": "GPUCLUSTER_DATASET_DIR", "value": "/fsx/datasets"},
                 {"name": "GPUCLUSTER_CHECKPOINT_DIR", "value": "/fsx/checkpoints"},
                 {"name": "GPUCLUSTER_TENSORBOARD_DIR", "value": "/fsx/tensorboard/torch-h100"}],
         "resourcesPerNode": workers.worker_resources(CFG.pool("h100"), 8),

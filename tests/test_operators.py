@@ -126,7 +126,7 @@ def test_trainer_release_and_runtimes_in_order(run_mocked):
     assert release.inputs["namespace"] == "kubeflow-system" and "repositoryOpts" not in release.inputs
     assert rec.depends_on(release, rec.named("ops-trainer-ns"))
     (runtime,) = rec.of_type(RUNTIME_TYPE)
-    assert runtime.inputs["metadata"]["name"] == "gpucluster-torch-h100-r10"
+    assert runtime.inputs["metadata"]["name"] == "gpucluster-torch-h100-r10-g120"  # prod: maxRestarts 10, a 120 s grace
     assert rec.depends_on(runtime, release)  # its webhook must be up to admit it
 
 

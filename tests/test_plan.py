@@ -97,6 +97,18 @@ def test_plan_text_monitoring_section_and_off(tmp_path):
     assert "\nMonitoring: off (gpucluster:observability.enabled: false)\n" in result.stdout
 
 
+def test_prod_examples_are_opt_in_and_the_plan_says_what_up_starts_now():
+    report = json.loads(plan("--stack", "prod", "--json").stdout)
+    jobs = {j["name"]: j for j in report["jobs"]}
+    assert (jobs["llama-70b"]["startOnUp"], jobs["gpt-pretrain"]["startOnUp"]) == (False, False)
+    assert report["startsNow"] == {"jobs": [{"job": "nccl-tests-h100", "nodes": 2, "instanceType": "p5.48xlarge",
+                                             "perHour": 110.08}], "perHour": 110.08}
+    out = plan("--stack", "prod").stdout
+    assert "  `pulumi up` starts at once: 2 x p5.48xlarge (nccl-tests-h100): $110.08/h while they run" in out
+    assert "gpt-pretrain: mpirun on h100, 2 nodes, 16 GPUs; queue training/gpu, priority gpucluster-training, " \
+           "starts with `python -m bootstrap submit` (startOnUp: false)" in out
+
+
 def test_prod_plan_json_sizing_and_time():
     result = plan("--stack", "prod", "--json")
     report = json.loads(result.stdout)
@@ -109,8 +121,11 @@ def test_prod_plan_json_sizing_and_time():
     assert "seconds" not in report  # a timing would make two plans of one stack differ
 
 
-def test_prod_plan_queues_the_jobs_in_order_with_their_deadlines():
-    report = json.loads(plan("--stack", "prod", "--json").stdout)
+def test_prod_plan_queues_the_jobs_in_order_with_their_deadlines(tmp_path):
+    # prod's examples as if they started with `pulumi up` (shipped opt-in): the queue's order with all three.
+    started = tmp_path / "Pulumi.prod.yaml"
+    started.write_text((ROOT / "Pulumi.prod.yaml").read_text().replace("startOnUp: false", "startOnUp: true"))
+    report = json.loads(plan("--stack", "prod", "--json", "--stack-file", str(started)).stdout)
     jobs = {j["name"]: j for j in report["jobs"]}
     assert list(jobs) == ["nccl-tests-h100", "llama-70b", "gpt-pretrain"]
     assert {j["queue"] for j in jobs.values()} == {"training/gpu"}

@@ -62,8 +62,12 @@ SUBNET = "aws:ec2/subnet:Subnet"
 
 @pytest.fixture(scope="module")
 def runs():
-    """The program's registrations for both shipped stacks, under the offline plan's mocks."""
-    return {stack: mocks.run_program(stack_raw(stack), stack) for stack in ("dev", "prod")}
+    """The program's registrations for both shipped stacks, under the offline plan's mocks (prod's opt-in
+    example jobs started, so the rules see a TrainJob and an MPIJob)."""
+    from tests.conftest import prod_started
+
+    return {stack: mocks.run_program(stack_raw(stack, prod_started() if stack == "prod" else None), stack)
+            for stack in ("dev", "prod")}
 
 
 @pytest.fixture(scope="module")
@@ -331,6 +335,11 @@ def test_workload_requests(prod):
 
     trainjob_type = "kubernetes:trainer.kubeflow.org/v1alpha1:TrainJob"
     trainjob = props_of(prod, trainjob_type)
+    # Its runtimePatches mount the scripts into the runtime's container: a patch, not a container of its own.
+    assert trainjob["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0][
+        "template"]["spec"]["template"]["spec"]["containers"] == [
+        {"name": "node", "volumeMounts": [{"name": "scripts", "mountPath": "/opt/gpucluster/scripts",
+                                           "readOnly": True}]}]
     assert validate("workload-requests", trainjob_type, trainjob) == []
     del trainjob["spec"]["trainer"]["resourcesPerNode"]
     assert "resourcesPerNode has no requests" in validate("workload-requests", trainjob_type, trainjob)[0]

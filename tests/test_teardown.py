@@ -13,7 +13,7 @@ from components.core import config
 from components.core.kube import trainer
 from components.core.planning import cost
 from components.hooks import BUCKET_HOOK, ENI_HOOK, EXPORT_HOOK, FSX_TASKS_HOOK
-from tests.conftest import stack_config, stack_raw
+from tests.conftest import prod_started, stack_config, stack_raw
 from tests.k8s import validate_custom
 
 DRA = "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"
@@ -24,7 +24,7 @@ CLUSTER_QUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue"
 
 @pytest.fixture(scope="module")
 def prod() -> mocks.Recording:
-    return mocks.run_program(stack_raw("prod"), "prod")
+    return mocks.run_program(stack_raw("prod", prod_started()), "prod")
 
 
 @pytest.fixture(scope="module")

@@ -55,7 +55,10 @@ def recordings():
     from tests.conftest import stack_raw
 
     out = {}
-    for key, stack, overrides in (("dev", "dev", None), ("prod", "prod", None), ("pools", "prod", PROD_OVERRIDES)):
+    from tests.conftest import prod_started
+
+    for key, stack, overrides in (("dev", "dev", None), ("prod", "prod", prod_started()),
+                                  ("pools", "prod", prod_started(PROD_OVERRIDES))):
         built: dict = {}
         cfg = stack_config(stack, overrides)
         out[key] = (cfg, mocks.run_program(stack_raw(stack, overrides), stack, program=program(cfg, built)), built)

@@ -42,9 +42,11 @@ JOBSET = Kind("JobSet", "jobset.x-k8s.io", "v1alpha2", "jobsets")
 WORKLOAD = Kind("Workload", "kueue.x-k8s.io", "v1beta2", "workloads")
 CLUSTER_QUEUE = Kind("ClusterQueue", "kueue.x-k8s.io", "v1beta2", "clusterqueues", namespaced=False)
 LOCAL_QUEUE = Kind("LocalQueue", "kueue.x-k8s.io", "v1beta2", "localqueues")
+CLUSTER_TRAINING_RUNTIME = Kind("ClusterTrainingRuntime", "trainer.kubeflow.org", "v1alpha1",
+                                "clustertrainingruntimes", namespaced=False)
 
 BY_KIND = {k.kind: k for k in (POD, EVENT, NODE, SECRET, CONFIG_MAP, MPIJOB, TRAINJOB, JOBSET, WORKLOAD,
-                                CLUSTER_QUEUE, LOCAL_QUEUE)}
+                                CLUSTER_QUEUE, LOCAL_QUEUE, CLUSTER_TRAINING_RUNTIME)}
 JOB_KINDS = (MPIJOB, TRAINJOB, JOBSET)
 
 

@@ -85,7 +85,7 @@ def job_rows(cfg: config.StackConfig) -> list[dict[str, Any]]:
     for pool in cfg.gpu_pools:
         if pool.fabric_test:
             name = launcher.nccl_test_name(pool)
-            rows.append({"name": name, "launcher": "mpirun (fabric test)", "pool": pool.name,
+            rows.append({"name": name, "launcher": "mpirun (fabric test)", "pool": pool.name, "startOnUp": True,
                          "nodes": launcher.FABRIC_TEST_NODES, "gpus": launcher.FABRIC_TEST_NODES * pool.instance.gpu_count,
                          "queue": queue, "priority": queueing.FABRIC_TEST_PRIORITY, **_start(starts, name),
                          "teardown": {"deadlineSeconds": launcher.FABRIC_TEST_DEADLINE_SECONDS},
@@ -95,11 +95,25 @@ def job_rows(cfg: config.StackConfig) -> list[dict[str, Any]]:
         gpus = job.gpus_per_node or pool.instance.gpu_count
         row = {"name": job.name, "launcher": job.launcher, "pool": job.pool, "nodes": job.nodes,
                "gpus": job.nodes * gpus, "queue": queue, "priority": queueing.TRAINING_PRIORITY,
+               "startOnUp": job.start_on_up,
                **_start(starts, job.name), "teardown": teardown.teardown(job, cfg).to_dict(), "sizing": None}
         if job.model is not None:
             row["sizing"] = jobsizing.size_job(job, pool, cfg.prices).to_dict()
         rows.append(row)
     return rows
+
+
+def starts_now(cfg: config.StackConfig, jobs: list[dict[str, Any]]) -> dict[str, Any]:
+    """What `pulumi up` starts at once (the jobs Kueue admits first), and what those nodes cost per hour."""
+    lines, total = [], 0.0
+    for row in jobs:
+        if row["startOnUp"] and row["startOrder"] is not None and not row["startsAfter"]:
+            pool = cfg.pool(row["pool"])
+            per_hour = row["nodes"] * cfg.price(pool.instance_type)
+            total += per_hour
+            lines.append({"job": row["name"], "nodes": row["nodes"], "instanceType": pool.instance_type,
+                          "perHour": round(per_hour, 2)})
+    return {"jobs": lines, "perHour": round(total, 2)}
 
 
 def _start(starts: dict, name: str) -> dict[str, Any]:
@@ -166,7 +180,8 @@ def build_report(cfg: config.StackConfig, recording: mocks.Recording, standins: 
         "gpuPools": pool_rows(cfg),
         "storage": storage_summary(cfg),
         "timeToReady": time_to_ready(cfg),
-        "jobs": job_rows(cfg),
+        "jobs": (jobs := job_rows(cfg)),
+        "startsNow": starts_now(cfg, jobs),
         "cost": {"minPerHour": estimate.get("min"), "maxPerHour": estimate.get("max"),
                  "pausedPerHour": estimate.get("paused"), "lines": estimate.get("lines", [])},
         "monitoring": monitoring_summary(cfg),

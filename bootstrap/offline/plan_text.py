@@ -96,9 +96,12 @@ def render(report: dict[str, Any], tree: list[str]) -> str:
             f"critical path ~{r['criticalPathMinutes']} min"]
     out += ["", "Jobs (queued in Kueue; start order per pool by priority, then as listed)"]
     for j in report["jobs"]:
-        line = f"  {j['name']}: {j['launcher']} on {j['pool']}, {j['nodes']} nodes, {j['gpus']} GPUs"
+        line = (f"  {j['name']}: {j['launcher']} on {j['pool']}, {j['nodes']} node{'' if j['nodes'] == 1 else 's'}, "
+                f"{j['gpus']} GPU{'' if j['gpus'] == 1 else 's'}")
         line += f"; queue {j['queue']}, priority {j['priority']}"
-        if j["startOrder"] is None:
+        if not j["startOnUp"]:
+            line += ", starts with `python -m bootstrap submit` (startOnUp: false)"
+        elif j["startOrder"] is None:
             line += ", never starts (larger than its pool)"
         elif j["startsAfter"]:
             line += f", starts #{j['startOrder']} after {', '.join(j['startsAfter'])} end"
@@ -123,6 +126,12 @@ def render(report: dict[str, Any], tree: list[str]) -> str:
         out.append(line)
     if not report["jobs"]:
         out.append("  (none)")
+    now = report["startsNow"]
+    if now["jobs"]:
+        started = ", ".join(f"{j['nodes']} x {j['instanceType']} ({j['job']})" for j in now["jobs"])
+        out.append(f"  `pulumi up` starts at once: {started}: ${now['perHour']:,.2f}/h while they run")
+    else:
+        out.append("  `pulumi up` starts no job: nothing bills for GPUs until one is submitted")
     out += _monitoring(report.get("monitoring"))
     c = report["cost"]
     out += ["", "Estimated on-demand cost (USD/hour)"]

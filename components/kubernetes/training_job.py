@@ -1,4 +1,5 @@
-"""TrainingJob and FabricTest: a job's MPIJob/TrainJob, and a pool's nccl-tests run.
+"""TrainingJob and FabricTest: a job's MPIJob/TrainJob (with its scripts and secret env), and a pool's
+nccl-tests run. A `startOnUp: false` job gets its ConfigMap and Secret only: `bootstrap submit` starts it.
 
 Thin wiring of the manifests components/core/launcher.py builds; each
 registers one custom resource, queued in Kueue. Pulumi does not wait for a
@@ -18,6 +19,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.core.config import GpuPoolConfig, JobConfig, StorageConfig
+from components.core.config.jobs import script_files
 from components.core.hardware import nccl
 from components.core.kube import launcher, workers
 from components.kubernetes.objects import KubernetesObject
@@ -49,7 +51,7 @@ class TrainingJob(pulumi.ComponentResource):
 
     job_name: str
     kind: str
-    resource: KubernetesObject
+    resource: KubernetesObject | None  # None for a startOnUp: false job: `bootstrap submit` starts it
 
     def __init__(self, name: str, args: TrainingJobArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpucluster:index:TrainingJob", name, None, opts)
@@ -58,20 +60,30 @@ class TrainingJob(pulumi.ComponentResource):
         self.job_name = job.name
         secret = frozenset(args.secret_env)
         depends_on = list(args.depends_on)
+        if job.scripts:
+            depends_on.append(k8s.core.v1.ConfigMap(
+                f"{name}-scripts", metadata={"name": workers.scripts_config_map_name(job.name),
+                                             "namespace": args.namespace, "labels": workers.labels(job.name, pool)},
+                data=script_files(job.scripts),
+                opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on))))
         if secret:
             depends_on.append(k8s.core.v1.Secret(
                 f"{name}-env", metadata={"name": workers.secret_env_name(job.name), "namespace": args.namespace,
                                          "labels": workers.labels(job.name, pool)},
                 type="Opaque", string_data=pulumi.Output.secret(dict(args.secret_env)),
                 opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on))))
-        manifest = pulumi.Output.from_input(args.claim_name).apply(
-            lambda claim: launcher.job_manifest(job, pool, launcher.JobContext(
-                args.namespace, claim, args.storage, args.prices), secret))
-        self.resource = KubernetesObject(
-            f"{name}-{self.kind.lower()}",
-            {"apiVersion": api_version, "kind": self.kind, "metadata": manifest["metadata"], "spec": manifest["spec"]},
-            _job_options(self, args.provider, depends_on))
-        self.register_outputs({"jobName": self.job_name, "kind": self.kind, "namespace": args.namespace})
+        self.resource = None
+        if job.start_on_up:
+            manifest = pulumi.Output.from_input(args.claim_name).apply(
+                lambda claim: launcher.job_manifest(job, pool, launcher.JobContext(
+                    args.namespace, claim, args.storage, args.prices), secret))
+            self.resource = KubernetesObject(
+                f"{name}-{self.kind.lower()}",
+                {"apiVersion": api_version, "kind": self.kind, "metadata": manifest["metadata"],
+                 "spec": manifest["spec"]},
+                _job_options(self, args.provider, depends_on))
+        self.register_outputs({"jobName": self.job_name, "kind": self.kind, "namespace": args.namespace,
+                               "startOnUp": job.start_on_up})
 
 
 @dataclass(frozen=True)

@@ -107,13 +107,18 @@ def images_pinned(res: Resource, config: Mapping[str, Any]) -> list[str]:
 
 
 def _pod_specs(obj: Any, path: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
-    """Every pod spec under `obj`: a map with a `containers` list."""
+    """Every pod spec under `obj`: a map with a `containers` list.
+
+    Not under a TrainJob's runtimePatches: a patch's container is merged into the runtime's container of
+    that name (Trainer v2.3.0 RuntimePatch; it may set env, volumeMounts and securityContext only), whose
+    requests come from the runtime and spec.trainer.resourcesPerNode."""
     if isinstance(obj, Mapping):
         if is_list(obj.get("containers")):
             yield path, obj
             return
         for key, value in obj.items():
-            yield from _pod_specs(value, f"{path}.{key}")
+            if key != "runtimePatches":
+                yield from _pod_specs(value, f"{path}.{key}")
     elif is_list(obj):
         for i, value in enumerate(obj):
             yield from _pod_specs(value, f"{path}[{i}]")

@@ -5,6 +5,8 @@ whether its model fits and what its cost bound buys are planning's
 (components.core.planning.checks).
 """
 
+import re
+from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, WithJsonSchema
@@ -31,8 +33,14 @@ CLEAN_POD_POLICIES = ("None", "Running", "All")
 KUBERNETES_DEFAULT_GRACE_SECONDS = 30
 GRACE_PERIOD_MAX_SECONDS = 3600
 
-# Paths a job's mountPath must stay off: our /dev/shm volume, and what the container's own system uses.
-MOUNTED_BY_US = ("/dev/shm",)
+# Files of this repository a job runs (jobs[].scripts), mounted read-only from a ConfigMap of the job.
+SCRIPTS_DIR = "/opt/gpucluster/scripts"
+PROJECT_DIR = Path(__file__).resolve().parents[3]
+# A ConfigMap holds at most 1 MiB (Kubernetes: "ConfigMap ... cannot exceed 1 MiB"), keys and metadata included.
+SCRIPTS_MAX_BYTES = 900 * 1024
+CONFIG_MAP_KEY = r"[-._a-zA-Z0-9]+"
+# Paths a job's mountPath must stay off: our /dev/shm and scripts volumes, and what the container's system uses.
+MOUNTED_BY_US = ("/dev/shm", SCRIPTS_DIR)
 SYSTEM_PATHS = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib64", "/proc", "/sbin", "/sys", "/usr", "/var/run",
                 "/run")
 _COUNT_TEXT = "a positive count such as 7e9 or 7B"
@@ -60,6 +68,23 @@ Count = Annotated[float, BeforeValidator(_count), Allowed(_COUNT_TEXT, short="co
                   WithJsonSchema({"anyOf": [{"type": "number", "exclusiveMinimum": 0},
                                             {"type": "string", "pattern": r"^\s*[0-9]*\.?[0-9]+([eE][+-]?[0-9]+)?\s*"
                                                                           r"[KMBGTkmbgt]?\s*$"}]})]
+
+
+def _script_problem(path: str) -> str | None:
+    """A script a job ships: a file of this repository, by its path from the repository's root."""
+    if path.startswith("/") or ".." in Path(path).parts:
+        return "must be a path inside this repository, from its root (examples/train_synthetic.py)"
+    file = PROJECT_DIR / path
+    if not file.is_file():
+        return f"is not a file of this repository ({PROJECT_DIR})"
+    if not re.fullmatch(CONFIG_MAP_KEY, file.name):
+        return "has a file name a ConfigMap key cannot be (letters, digits, -, _ and . only)"
+    return None
+
+
+def script_files(paths: tuple[str, ...]) -> dict[str, str]:
+    """{file name: text} of a job's scripts, as its ConfigMap holds them."""
+    return {Path(p).name: (PROJECT_DIR / p).read_text(encoding="utf-8") for p in paths}
 
 
 def _mount_path_problem(path: str) -> str | None:
@@ -153,11 +178,29 @@ class JobConfig(Model):
         None, description="a port the job's workers serve Prometheus metrics on (gpucluster_job_tokens_per_second, "
                           "gpucluster_job_step_seconds, gpucluster_job_loss): scraped, and drawn on the job dashboard; "
                           "the workers get it as GPUCLUSTER_METRICS_PORT")
+    start_on_up: Bool = Field(
+        True, description="`false`: `pulumi up` does not start the job; `python -m bootstrap submit --stack <stack> "
+                          "<job>` does, as often as you like (its runtime and Secret are still set up)")
+    scripts: tuple[Text(allowed="a file of this repository, by its path from the root", short="repository file",
+                        check=_script_problem), ...] = Field(
+        (), description=f"files of this repository the job runs, mounted read-only at {SCRIPTS_DIR}/<file name> "
+                        "(GPUCLUSTER_SCRIPTS_DIR) from a ConfigMap of the job; together at most 900 KiB")
     termination_grace_period_seconds: Annotated[Int(ge=0, le=GRACE_PERIOD_MAX_SECONDS) | None,
                                                 DefaultText("unset: Kubernetes' 30 s")] = Field(
         None, description="SIGTERM to SIGKILL when a worker is drained, evicted or deleted: the time to write a "
                           "checkpoint (torchrun then waits this long for its processes, less 5 s); unset leaves the "
                           "job's spec as before, so upgrading gpucluster replaces no running job")
+
+    @rule("scripts")
+    def _scripts_fit(self):
+        names = [Path(p).name for p in self.scripts]
+        for i, name in enumerate(names):
+            if name in names[:i]:
+                yield f"scripts[{i}]", f"repeats the file name {name!r} (each is mounted by its name)"
+        size = sum(len(text.encode()) for text in script_files(self.scripts).values()) if len(set(names)) == len(
+            names) else 0
+        if size > SCRIPTS_MAX_BYTES:
+            yield "scripts", f"hold {size:,} bytes; a ConfigMap holds at most {SCRIPTS_MAX_BYTES:,} of them (1 MiB)"
 
     @rule("launcher")
     def _launcher_keys(self, given: dict[str, Any]):

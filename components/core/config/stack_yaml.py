@@ -334,3 +334,16 @@ def _secure_paths(value: Any, path: str) -> list[str]:
     if isinstance(value, list):
         return [p for i, v in enumerate(value) for p in _secure_paths(v, f"{path}[{i}]")]
     return []
+
+
+def parse_value(text: str, source: str = "the file") -> Any:
+    """Any YAML document (a job file, say), by the same rules and bounds as a stack file."""
+    if len(text.encode("utf-8")) > MAX_BYTES:
+        raise StackYamlError(f"{source}: over {MAX_BYTES:,} bytes")
+    try:
+        root = next(iter(yaml.compose_all(text.removeprefix("\ufeff"), Loader=_Loader)), None)
+        return _Builder().build(root, "") if root is not None else None
+    except yaml.YAMLError as exc:
+        raise StackYamlError(f"{source}: not valid YAML: {exc}") from None
+    except RecursionError:
+        raise StackYamlError(f"{source}: nested too deeply") from None

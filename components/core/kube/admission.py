@@ -22,7 +22,7 @@ def stack_workloads(cfg: StackConfig) -> list[Workload]:
     fabric = queueing.PRIORITY_CLASSES[queueing.FABRIC_TEST_PRIORITY][0]
     out = [Workload(launcher.nccl_test_name(p), p.name, launcher.FABRIC_TEST_NODES, fabric, FABRIC_TEST_HOURS)
            for p in cfg.gpu_pools if p.fabric_test]
-    for job in cfg.jobs:
+    for job in (j for j in cfg.jobs if j.start_on_up):  # the others start with `bootstrap submit`
         pool = cfg.pool(job.pool)
         hours = None
         if job.model is not None and job.model.tokens is not None:

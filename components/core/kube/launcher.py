@@ -40,6 +40,7 @@ LAUNCHER_RESOURCES = {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": 
 # By absolute path: over ssh, orted and mpirun are not on PATH (mpi-operator
 # #488); awsome-distributed-training's nccl-tests MPIJob calls it so.
 MPIRUN = "/opt/amazon/openmpi/bin/mpirun"
+MASTER_PORT = "29500"  # torch.distributed's default (torchrun --master-port)
 
 # The fabric test runs nccl-tests from the pinned PyTorch Deep Learning
 # Container (components.core.versions): the NCCL, EFA and aws-ofi-nccl that
@@ -164,12 +165,21 @@ def mpijob(job: JobConfig, pool: GpuPoolConfig, ctx: JobContext,
     through `mpirun -x NAME`: they are never in the command line."""
     gpus = workers.gpus_per_node(job, pool)
     worker = workers.worker_container("worker", job.image, pool, gpus, job.mount_path)
-    env = workers.job_env(job, pool, ctx.storage)
+    # torch.distributed's env:// rendezvous under mpirun: rank 0 runs on worker 0, whose stable name the
+    # operator gives it (<job>-worker-0 in the job's headless Service; mpi-operator v0.8 newConfigMap).
+    env = {"MASTER_ADDR": f"{job.name}-worker-0.{job.name}.{ctx.namespace}.svc", "MASTER_PORT": MASTER_PORT,
+           **workers.job_env(job, pool, ctx.storage)}
     command = mpirun_command(job.nodes, gpus, env, job.command, secret)
     launcher_env = [workers.env_var(k, "", job.name, secret) for k in env if k in secret]
-    return _mpijob(job.name, ctx, pool, job.nodes, gpus, job.image, command, worker, ctx.claim_name,
-                   job.run_policy, queueing.TRAINING_PRIORITY, teardown.deadline_seconds(job, pool, ctx.prices),
-                   job.termination_grace_period_seconds, job.metrics_port, launcher_env)
+    manifest = _mpijob(job.name, ctx, pool, job.nodes, gpus, job.image, command, worker, ctx.claim_name,
+                       job.run_policy, queueing.TRAINING_PRIORITY, teardown.deadline_seconds(job, pool, ctx.prices),
+                       job.termination_grace_period_seconds, job.metrics_port, launcher_env)
+    if job.scripts:
+        for replica in manifest["spec"]["mpiReplicaSpecs"].values():
+            pod = replica["template"]["spec"]
+            pod.setdefault("volumes", []).append(workers.scripts_volume(job.name))
+            pod["containers"][0].setdefault("volumeMounts", []).append(dict(workers.SCRIPTS_MOUNT))
+    return manifest
 
 
 def job_manifest(job: JobConfig, pool: GpuPoolConfig, ctx: JobContext,

@@ -202,7 +202,13 @@ def trainjob(job: JobConfig, pool: GpuPoolConfig, namespace: str, env: dict[str,
     }
     if deadline_seconds is not None:
         spec["activeDeadlineSeconds"] = deadline_seconds
-    spec["runtimePatches"] = [pod_label_patch(workers.worker_labels(job.name, pool, job.metrics_port))]
+    patch = pod_label_patch(workers.worker_labels(job.name, pool, job.metrics_port))
+    if job.scripts:
+        # The job's scripts: a volume and a mount patched into the runtime's pod (both fields a patch may set).
+        pod = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+        pod["spec"] = {"volumes": [workers.scripts_volume(job.name)],
+                       "containers": [{"name": NODE, "volumeMounts": [dict(workers.SCRIPTS_MOUNT)]}]}
+    spec["runtimePatches"] = [patch]
     return {
         "apiVersion": TRAINJOB_API_VERSION,
         "kind": "TrainJob",

@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from components.core.config import GpuPoolConfig, JobConfig, StorageConfig
+from components.core.config.jobs import SCRIPTS_DIR
 from components.core.hardware import nccl
 from components.core.kube import nodepool
 from components.core.storage.fsx import directory
@@ -38,6 +39,9 @@ TENSORBOARD_SUBDIR = "tensorboard"
 METRICS_PORT_LABEL = "gpucluster.io/metrics-port"
 JOB_LABEL = "gpucluster.io/job"
 METRICS_PORT_ENV = "GPUCLUSTER_METRICS_PORT"
+SCRIPTS_VOLUME = "scripts"
+SCRIPTS_ENV = "GPUCLUSTER_SCRIPTS_DIR"
+JOB_ENV = "GPUCLUSTER_JOB"
 SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 POD_ANNOTATIONS = {SAFE_TO_EVICT: "false"}
 
@@ -49,6 +53,7 @@ def gpus_per_node(job: JobConfig, pool: GpuPoolConfig) -> int:
 def job_env(job: JobConfig, pool: GpuPoolConfig, storage: StorageConfig | None = None) -> dict[str, str]:
     """The type's NCCL/EFA preset, where the data lives, then the job's env over it (job wins, "" removes)."""
     env = nccl.preset_env(pool.instance_type, pool.efa_enabled, torch=job.launcher == "torchrun")
+    env[JOB_ENV] = job.name  # what a script names its checkpoints and runs by
     if storage is not None:
         # The bucket is linked at the file system's root, so its prefixes are
         # directories under the mount (components.core.storage.fsx.BucketLink).
@@ -58,7 +63,21 @@ def job_env(job: JobConfig, pool: GpuPoolConfig, storage: StorageConfig | None =
         env["GPUCLUSTER_TENSORBOARD_DIR"] = tensorboard_dir(job.mount_path, job.name)
     if job.metrics_port is not None:
         env[METRICS_PORT_ENV] = str(job.metrics_port)
+    if job.scripts:
+        env[SCRIPTS_ENV] = SCRIPTS_DIR
     return nccl.merge_env(env, job.env)
+
+
+def scripts_config_map_name(job_name: str) -> str:
+    """The ConfigMap holding a job's `scripts`."""
+    return f"{job_name}-scripts"
+
+
+def scripts_volume(job_name: str) -> dict[str, Any]:
+    return {"name": SCRIPTS_VOLUME, "configMap": {"name": scripts_config_map_name(job_name), "defaultMode": 0o555}}
+
+
+SCRIPTS_MOUNT = {"name": "scripts", "mountPath": SCRIPTS_DIR, "readOnly": True}
 
 
 def secret_env_name(job_name: str) -> str:

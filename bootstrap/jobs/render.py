@@ -1,0 +1,128 @@
+"""What `submit` creates: the manifest the stack would render for a job, and what it needs in the cluster.
+
+A job of the stack (`startOnUp: false`) renders as `pulumi up` would render
+it (components.core.kube.launcher: the same NCCL/EFA preset, queue,
+deadline, cost bound, labels); its ConfigMap of scripts and Secret of
+secret env values exist already, `pulumi up` made them. A job file holds
+one entry shaped like `gpucluster:jobs[]`, validated against the stack
+(its pool, nodes, model) by the same parser; its scripts' ConfigMap and,
+for torchrun, a missing runtime are created by `submit` itself.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bootstrap import stackfile
+from components.core.config import GpuPoolConfig, JobConfig, StackConfig, stack_yaml
+from components.core.config.jobs import script_files
+from components.core.kube import launcher, trainer, workers
+from components.core.planning import teardown
+from components.core.storage.fsx_volume import CLAIM_NAME
+
+# Who made an object: pulumi-kubernetes labels what it creates `managed-by: pulumi`; ours say `gpucluster`.
+MANAGED_BY = "app.kubernetes.io/managed-by"
+SUBMITTED = "gpucluster"
+PULUMI = "pulumi"
+JOB_FILE_MAX_BYTES = 256 * 1024
+
+
+class SubmitError(Exception):
+    """The job cannot be submitted as asked; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class Submission:
+    job: JobConfig
+    pool: GpuPoolConfig
+    namespace: str
+    manifest: dict[str, Any]
+    runtime: dict[str, Any] | None  # the ClusterTrainingRuntime a TrainJob names (created if missing)
+    config_map: dict[str, Any] | None  # a job file's scripts (a stack job's come with `pulumi up`)
+    secret: frozenset[str]  # env names the job takes from its Secret (made by `pulumi up`)
+    deadline_seconds: int | None
+    price_per_hour: float  # nodes x the pool's price
+
+    @property
+    def kind(self) -> str:
+        return self.manifest["kind"]
+
+    @property
+    def name(self) -> str:
+        return self.manifest["metadata"]["name"]
+
+
+def _mark(obj: dict[str, Any]) -> dict[str, Any]:
+    obj["metadata"].setdefault("labels", {})[MANAGED_BY] = SUBMITTED
+    return obj
+
+
+def build(cfg: StackConfig, index: int, from_file: bool) -> Submission:
+    job = cfg.jobs[index]
+    pool = cfg.pool(job.pool)
+    secret = cfg.secret_env(index)
+    manifest = _mark(launcher.job_manifest(job, pool, launcher.JobContext(
+        cfg.training_namespace, CLAIM_NAME, cfg.storage, cfg.prices), secret))
+    runtime = None
+    if job.launcher == "torchrun":
+        runtime = _mark(trainer.runtime(pool, job.max_restarts, CLAIM_NAME, job.mount_path,
+                                        job.termination_grace_period_seconds))
+    config_map = None
+    if from_file and job.scripts:
+        config_map = _mark({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+            "name": workers.scripts_config_map_name(job.name), "namespace": cfg.training_namespace,
+            "labels": workers.labels(job.name, pool)}, "data": script_files(job.scripts)})
+    return Submission(job, pool, cfg.training_namespace, manifest, runtime, config_map, secret,
+                      teardown.deadline_seconds(job, pool, cfg.prices),
+                      job.nodes * cfg.price(pool.instance_type))
+
+
+def from_stack(cfg: StackConfig, name: str) -> Submission:
+    """A job of the stack by name; one `pulumi up` starts itself is refused (Pulumi owns that object)."""
+    names = [j.name for j in cfg.jobs]
+    if name not in names:
+        raise SubmitError(f"no job {name!r} in stack {cfg.stack}; its jobs: {', '.join(names) or '(none)'}; "
+                          "or give a job file with --file")
+    index = names.index(name)
+    if cfg.jobs[index].start_on_up:
+        raise SubmitError(f"job {name!r} is started by `pulumi up` (startOnUp: true), which owns it: submitting it "
+                          f"too would fight Pulumi; set gpucluster:jobs[{index}].startOnUp: false (then `pulumi "
+                          "up` leaves it to submit) or submit a job file")
+    return build(cfg, index, from_file=False)
+
+
+def from_file(stack: str, path: Path, stack_file: Path | None = None) -> Submission:
+    """A job file (one `gpucluster:jobs[]` entry, YAML) checked against the stack as if it were one of its jobs."""
+    entry = read_job_file(path)
+    cfg, _, _ = stackfile.load_stack(stack, stack_file=stack_file, standins=True,
+                                     overrides={"gpucluster:jobs": [entry]})
+    stack_jobs = {j.name for j in stackfile.load_stack(stack, stack_file=stack_file, standins=True)[0].jobs}
+    if cfg.jobs[0].name in stack_jobs:
+        raise SubmitError(f"{path}: job name {cfg.jobs[0].name!r} is a job of stack {stack}; give this one its own "
+                          "name (submit the stack's with `submit --stack {stack} {name}`)")
+    return build(cfg, 0, from_file=True)
+
+
+def read_job_file(path: Path) -> dict[str, Any]:
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise SubmitError(f"{path}: cannot be read ({err.strerror or err})") from None
+    if len(data) > JOB_FILE_MAX_BYTES:
+        raise SubmitError(f"{path}: over {JOB_FILE_MAX_BYTES:,} bytes; a job file is one job")
+    try:
+        entry = stack_yaml.parse_value(data.decode("utf-8"), str(path))
+    except UnicodeDecodeError:
+        raise SubmitError(f"{path}: not UTF-8 text") from None
+    except stack_yaml.StackYamlError as err:
+        raise SubmitError(str(err)) from None
+    if not isinstance(entry, dict):
+        raise SubmitError(f"{path}: must be one job, a mapping like an entry of gpucluster:jobs "
+                          "(name, pool, nodes, launcher, image, command, ...)")
+    if stack_yaml.is_secure(entry) or any(stack_yaml.is_secure(v) for v in (entry.get("env") or {}).values()):
+        raise SubmitError(f"{path}: secret values cannot be read from a job file; put the job in the stack "
+                          "(startOnUp: false) and set them with `pulumi config set --secret --path`")
+    return json.loads(json.dumps(entry))

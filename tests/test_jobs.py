@@ -1,0 +1,346 @@
+"""Jobs without `pulumi up`: submit, status, logs and cancel against an API server of recorded objects.
+
+tests/kube_fake.py serves the objects over HTTP to the real `kubernetes`
+client; Kueue's part (a Workload per job, admission) is played by the
+tests, in the shapes Kueue v0.19.2 writes (v1beta2 Workload: spec.queueName,
+spec.priority, ownerReferences to the job, status.conditions).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import boto3
+import pytest
+import yaml
+from moto import mock_aws
+
+from bootstrap.jobs import logs, render, state
+from bootstrap.verbs.jobs import cancel, status, submit
+from bootstrap.verbs.jobs import logs as logs_verb
+from components.core.kube import launcher
+from tests import k8s
+from tests.conftest import ROOT, stack_config
+from tests.kube_fake import FakeKube
+
+NS = "training"
+NOW = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
+CRDS = {"MPIJob": "kubeflow.org_mpijobs.yaml", "TrainJob": "trainer.kubeflow.org_trainjobs.yaml",
+        "ClusterTrainingRuntime": "trainer.kubeflow.org_clustertrainingruntimes.yaml"}
+
+
+def workload(job: dict, priority: int, created: str, admitted_at: str | None = None) -> dict:
+    """The Workload Kueue makes for a job (kueue v0.19.2 jobframework: named <kind>-<job>-<hash>, owned by it)."""
+    conditions = []
+    if admitted_at:
+        conditions = [{"type": t, "status": "True", "reason": t, "message": "", "lastTransitionTime": admitted_at}
+                      for t in ("QuotaReserved", "Admitted")]
+    meta = job["metadata"]
+    return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+            "metadata": {"name": f"{job['kind'].lower()}-{meta['name']}-1a2b3", "namespace": NS,
+                         "creationTimestamp": created,
+                         "ownerReferences": [{"apiVersion": job["apiVersion"], "kind": job["kind"],
+                                              "name": meta["name"], "uid": meta["uid"], "controller": True}]},
+            "spec": {"queueName": "gpu", "priority": priority, "active": True,
+                     "podSets": [{"name": "worker", "count": 2}]},
+            "status": {"conditions": conditions}}
+
+
+def kueue(fake: FakeKube, obj: dict) -> None:
+    """Kueue's webhook and controller, as far as submit sees them: a pending Workload for a new job."""
+    if obj["kind"] in ("MPIJob", "TrainJob"):
+        fake.add(workload(obj, 100, "2026-12-05T11:59:00Z"))
+
+
+def after_pulumi_up(fake: FakeKube) -> None:
+    """What `pulumi up` leaves for prod's startOnUp: false jobs: the ConfigMaps of their scripts."""
+    for job in ("llama-70b", "gpt-pretrain"):
+        fake.add({"apiVersion": "v1", "kind": "ConfigMap", "data": {"train_synthetic.py": "..."},
+                  "metadata": {"name": f"{job}-scripts", "namespace": NS,
+                               "labels": {"app.kubernetes.io/managed-by": "pulumi"}}})
+
+
+@pytest.fixture
+def cluster(tmp_path, monkeypatch):
+    fake = FakeKube().start()
+    fake.on_create.append(kueue)
+    after_pulumi_up(fake)
+    monkeypatch.setenv("KUBECONFIG", fake.write_kubeconfig(tmp_path / "kubeconfig"))
+    yield fake
+    fake.stop()
+
+
+def existing_job(fake: FakeKube, name: str, stack: str = "prod", **labels: str) -> dict:
+    cfg = stack_config(stack)
+    job = next(j for j in cfg.jobs if j.name == name)
+    manifest = launcher.job_manifest(job, cfg.pool(job.pool), launcher.JobContext(NS, "fsx", cfg.storage, cfg.prices))
+    manifest["metadata"]["labels"].update(labels)
+    return fake.add(manifest)
+
+
+def run_json(capsys, verb, *argv, **kwargs) -> tuple[int, object]:
+    code = verb.main(list(argv), **kwargs)
+    out = capsys.readouterr().out
+    return code, json.loads(out) if out.strip().startswith(("{", "[")) else out
+
+
+# -- submit ---------------------------------------------------------------------------------------
+
+
+def test_submit_renders_what_the_stack_would_and_says_where_it_queues(cluster, capsys):
+    ahead = existing_job(cluster, "llama-70b", **{"app.kubernetes.io/managed-by": "gpucluster"})
+    cluster.add(workload(ahead, 1000, "2026-12-05T11:00:00Z"))  # the fabric test's priority, queued earlier
+    code, report = run_json(capsys, submit, "--stack", "prod", "gpt-pretrain", "--json", sleep=lambda _: None)
+    assert code == 0
+    (created,) = cluster.objects("MPIJob")
+    cfg = stack_config("prod")
+    job = next(j for j in cfg.jobs if j.name == "gpt-pretrain")
+    expected = launcher.job_manifest(job, cfg.pool("h100"), launcher.JobContext(NS, "fsx", cfg.storage, cfg.prices))
+    assert created["spec"] == expected["spec"]  # the same preset, queue, deadline as `pulumi up` would make
+    assert created["metadata"]["labels"] == {**expected["metadata"]["labels"], "app.kubernetes.io/managed-by":
+                                             "gpucluster"}
+    k8s.validate_custom(created, CRDS["MPIJob"])
+    assert report == {"kind": "MPIJob", "name": "gpt-pretrain", "namespace": NS, "pool": "h100", "nodes": 2,
+                      "instanceType": "p5.48xlarge", "pricePerHour": 110.08, "deadlineSeconds": 163517,
+                      "created": ["MPIJob gpt-pretrain"], "admitted": False,
+                      "queue": {"clusterQueue": "gpu", "position": 2, "pending": 2, "ahead": ["llama-70b"]}}
+
+
+def test_submit_text_output(cluster, capsys):
+    assert submit.main(["--stack", "prod", "gpt-pretrain"], sleep=lambda _: None) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == ("submitted MPIJob gpt-pretrain to training: 2 x p5.48xlarge, $110.08/h while it runs; "
+                      "deadline 1d 21h 25m")
+    assert out[2] == "queue: position 1 of 1 waiting in gpu"
+
+
+def test_a_torchrun_job_gets_its_runtime_if_the_cluster_lacks_it(cluster, capsys):
+    code, report = run_json(capsys, submit, "--stack", "prod", "llama-70b", "--json", sleep=lambda _: None)
+    assert code == 0
+    assert report["created"] == ["ClusterTrainingRuntime gpucluster-torch-h100-r10-g120", "TrainJob llama-70b"]
+    (trainjob,) = cluster.objects("TrainJob")
+    (runtime,) = cluster.objects("ClusterTrainingRuntime")
+    assert trainjob["spec"]["runtimeRef"]["name"] == runtime["metadata"]["name"]
+    for obj in (trainjob, runtime):
+        k8s.validate_custom(obj, CRDS[obj["kind"]])
+    cluster.collections.clear()  # a second submit into a cluster that has the runtime creates no second one
+    after_pulumi_up(cluster)
+    cluster.add(runtime)
+    code, report = run_json(capsys, submit, "--stack", "prod", "llama-70b", "--json", sleep=lambda _: None)
+    assert report["created"] == ["TrainJob llama-70b"]
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--stack", "dev", "smoke"], "job 'smoke' is started by `pulumi up` (startOnUp: true), which owns it"),
+    (["--stack", "prod", "nope"], "no job 'nope' in stack prod; its jobs: llama-70b, gpt-pretrain"),
+    (["--stack", "prod"], "give a job name or --file, one of them"),
+])
+def test_submit_refuses_with_the_reason(cluster, capsys, argv, message):
+    assert submit.main(argv, sleep=lambda _: None) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert cluster.objects("MPIJob") == [] and cluster.objects("TrainJob") == []
+
+
+def test_a_stack_job_s_scripts_must_be_there(cluster, capsys):
+    cluster.collections.clear()
+    assert submit.main(["--stack", "prod", "gpt-pretrain"], sleep=lambda _: None) == 2
+    assert ("ConfigMap gpt-pretrain-scripts (the job's scripts) is not in training: run `pulumi up`, which creates it"
+            in capsys.readouterr().err)
+
+
+def test_a_job_that_exists_is_not_submitted_twice(cluster, capsys):
+    existing_job(cluster, "gpt-pretrain")
+    assert submit.main(["--stack", "prod", "gpt-pretrain"], sleep=lambda _: None) == 2
+    assert "MPIJob gpt-pretrain exists in training" in capsys.readouterr().err
+
+
+def job_file(tmp_path, **entry) -> str:
+    base = {"name": "sweep-1", "pool": "h100", "nodes": 1, "launcher": "mpirun",
+            "image": "public.ecr.aws/deep-learning-containers/pytorch:2.13.0-cu133-amzn2023",
+            "command": ["python", "/opt/gpucluster/scripts/train_synthetic.py", "--steps", "100"],
+            "scripts": ["examples/train_synthetic.py"]}
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump({**base, **entry}))
+    return str(path)
+
+
+def test_a_job_file_is_checked_against_the_stack_and_brings_its_scripts(cluster, capsys, tmp_path):
+    code, report = run_json(capsys, submit, "--stack", "prod", "--file", job_file(tmp_path), "--json",
+                            sleep=lambda _: None)
+    assert code == 0 and report["created"] == ["ConfigMap sweep-1-scripts", "MPIJob sweep-1"]
+    (config_map,) = [c for c in cluster.objects("ConfigMap") if c["metadata"]["name"] == "sweep-1-scripts"]
+    assert config_map["data"] == {"train_synthetic.py": (ROOT / "examples" / "train_synthetic.py").read_text()}
+    (job,) = cluster.objects("MPIJob")
+    worker = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
+    assert {"name": "scripts", "configMap": {"name": "sweep-1-scripts", "defaultMode": 0o555}} in worker["volumes"]
+    k8s.validate_custom(job, CRDS["MPIJob"])
+
+
+@pytest.mark.parametrize(("entry", "message"), [
+    ({"nodes": 17}, "gpucluster:jobs[0].nodes: got 17; pool 'h100' has maxNodes 16"),
+    ({"name": "gpt-pretrain"}, "job name 'gpt-pretrain' is a job of stack prod"),
+    ({"env": {"TOKEN": {"secure": "v1:abc"}}}, "secret values cannot be read from a job file"),
+    ({"scripts": ["../etc/passwd"]}, "must be a path inside this repository"),
+])
+def test_a_bad_job_file_is_refused_before_anything_is_created(cluster, capsys, tmp_path, entry, message):
+    code = submit.main(["--stack", "prod", "--file", job_file(tmp_path, **entry)], sleep=lambda _: None)
+    assert code == (1 if message.startswith("gpucluster:") or "repository" in message else 2)  # 1: bad config
+    assert message in capsys.readouterr().err
+    assert cluster.requests == [] or all(r.method == "GET" for r in cluster.requests)
+
+
+# -- status ---------------------------------------------------------------------------------------
+
+
+def test_status_lists_phase_nodes_elapsed_cost_and_deadline(cluster, capsys):
+    running = existing_job(cluster, "gpt-pretrain")
+    cluster.add(workload(running, 100, "2026-12-05T09:00:00Z", admitted_at="2026-12-05T10:00:00Z"))
+    running["status"] = {"conditions": [{"type": "Running", "status": "True",
+                                         "lastTransitionTime": "2026-12-05T10:20:00Z"}]}
+    queued = existing_job(cluster, "llama-70b")
+    cluster.add(workload(queued, 100, "2026-12-05T11:30:00Z"))
+    code, rows = run_json(capsys, status, "--stack", "prod", "--json", now=NOW)
+    assert code == 0
+    by_name = {r["name"]: r for r in rows}
+    assert by_name["gpt-pretrain"] == {
+        "name": "gpt-pretrain", "kind": "MPIJob", "phase": "Running", "pool": "h100", "nodes": 2,
+        "startedAt": "2026-12-05T10:00:00+00:00", "elapsedSeconds": 7200,
+        "costUsd": round(2 * 55.04 * 2, 2), "deadlineSeconds": 163517, "deadlineLeftSeconds": 163517 - 7200,
+        "managedBy": None, "queuePosition": None}
+    assert by_name["llama-70b"]["phase"] == "Queued" and by_name["llama-70b"]["queuePosition"] == 1
+    assert by_name["llama-70b"]["costUsd"] == 0.0
+    assert status.main(["--stack", "prod"], now=NOW) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split() == ["JOB", "KIND", "PHASE", "POOL", "NODES", "ELAPSED", "COST", "DEADLINE", "LEFT"]
+    assert table[1].split() == ["gpt-pretrain", "MPIJob", "Running", "h100", "2", "2h", "$220.16", "1d", "19h",
+                                "25m"]
+
+
+def test_a_failed_job_makes_status_exit_1(cluster, capsys):
+    job = existing_job(cluster, "llama-70b")
+    job["status"] = {"conditions": [{"type": "Failed", "status": "True", "reason": "DeadlineExceeded",
+                                     "lastTransitionTime": "2026-12-05T11:00:00Z"}]}
+    assert status.main([], now=NOW) == 1
+    assert "Failed" in capsys.readouterr().out
+
+
+def test_status_without_a_cluster_is_exit_2(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
+    assert status.main([]) == 2
+    assert capsys.readouterr().err.startswith("python -m bootstrap status: error: cannot reach the cluster: kubeconfig")
+
+
+# -- logs -----------------------------------------------------------------------------------------
+
+
+def pod(name: str, job: str, labels: dict[str, str]) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS,
+                                                             "labels": {"gpucluster.io/job": job, **labels}}}
+
+
+LAUNCHER_LOG = ("[1,0]<stdout>:step 10 loss 4.81\n[1,1]<stdout>:warming up\n[1,0]<stdout>:step 20 loss 4.80\n"
+                "[1,12]<stderr>:NCCL WARN something\n")
+
+
+def test_logs_of_an_mpijob_come_from_the_launcher_and_filter_a_rank(cluster, capsys):
+    existing_job(cluster, "gpt-pretrain")
+    cluster.add(pod("gpt-pretrain-launcher-x1", "gpt-pretrain", {"training.kubeflow.org/job-role": "launcher"}))
+    cluster.add(pod("gpt-pretrain-worker-0", "gpt-pretrain", {"training.kubeflow.org/job-role": "worker"}))
+    cluster.logs[(NS, "gpt-pretrain-launcher-x1", "launcher")] = LAUNCHER_LOG
+    assert logs_verb.main(["gpt-pretrain"]) == 0
+    assert capsys.readouterr().out == LAUNCHER_LOG
+    assert logs_verb.main(["gpt-pretrain", "--rank", "1"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == "[1,1]<stdout>:warming up\n"
+    assert captured.err == "# MPIJob gpt-pretrain: pod gpt-pretrain-launcher-x1, rank 1's lines of mpirun's output\n"
+    assert logs_verb.main(["gpt-pretrain", "--rank", "12", "-f"]) == 0
+    assert capsys.readouterr().out == "[1,12]<stderr>:NCCL WARN something\n"
+
+
+def test_logs_of_a_trainjob_come_from_the_rank_s_node(cluster, capsys):
+    existing_job(cluster, "llama-70b")
+    for index in (0, 1):
+        cluster.add(pod(f"llama-70b-node-0-{index}-abcde", "llama-70b",
+                        {"batch.kubernetes.io/job-completion-index": str(index)}))
+        cluster.logs[(NS, f"llama-70b-node-0-{index}-abcde", None)] = f"node {index} says hi\n"
+    assert logs_verb.main(["llama-70b", "--rank", "9"]) == 0  # 8 per node: rank 9 is on node 1
+    captured = capsys.readouterr()
+    assert captured.out == "node 1 says hi\n"
+    assert "node 1's torchrun (ranks 8-15)" in captured.err
+    assert logs_verb.main(["llama-70b"]) == 0 and capsys.readouterr().out == "node 0 says hi\n"
+
+
+def test_logs_before_the_pods_exist_say_why(cluster, capsys):
+    existing_job(cluster, "gpt-pretrain")
+    assert logs_verb.main(["gpt-pretrain"]) == 2
+    assert "has no launcher pod yet: the MPI Operator starts it once every worker is ready" in capsys.readouterr().err
+
+
+def test_rank_filter_reads_mpirun_s_tags():
+    assert list(logs.only_rank(LAUNCHER_LOG.splitlines(), 0)) == ["[1,0]<stdout>:step 10 loss 4.81",
+                                                                  "[1,0]<stdout>:step 20 loss 4.80"]
+
+
+# -- cancel ---------------------------------------------------------------------------------------
+
+
+def test_cancel_deletes_the_job_its_pods_and_its_scripts_and_names_the_newest_checkpoint(cluster, capsys,
+                                                                                          tmp_path, monkeypatch):
+    for key, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
+                       ("AWS_DEFAULT_REGION", "us-east-1")):
+        monkeypatch.setenv(key, value)
+    assert submit.main(["--stack", "prod", "--file", job_file(tmp_path)], sleep=lambda _: None) == 0
+    (job,) = cluster.objects("MPIJob")
+    cluster.add({**pod("sweep-1-worker-0", "sweep-1", {}), "metadata": {
+        **pod("sweep-1-worker-0", "sweep-1", {})["metadata"],
+        "ownerReferences": [{"kind": "MPIJob", "name": "sweep-1", "uid": job["metadata"]["uid"]}]}})
+    capsys.readouterr()
+    with mock_aws():
+        s3 = boto3.client("s3")
+        s3.create_bucket(Bucket="prod-data")
+        s3.put_object(Bucket="prod-data", Key="checkpoints/sweep-1/step-100/state.pt", Body=b"x")
+        s3.put_object(Bucket="prod-data", Key="checkpoints/other/step-5/state.pt", Body=b"x")
+        assert cancel.main(["sweep-1", "--stack", "prod", "--bucket", "prod-data"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "deleted MPIJob sweep-1 and its pods, ConfigMap sweep-1-scripts"
+    assert out[1] == "checkpoints: /fsx/checkpoints (the next run of sweep-1 gets the same GPUCLUSTER_CHECKPOINT_DIR)"
+    assert out[2].startswith("newest: /fsx/checkpoints/sweep-1/step-100/state.pt (s3://prod-data/checkpoints/"
+                             "sweep-1/step-100/state.pt, written ")
+    assert cluster.objects("MPIJob") == [] and cluster.objects("Pod") == []
+    assert "sweep-1-scripts" not in {c["metadata"]["name"] for c in cluster.objects("ConfigMap")}
+    delete = next(r for r in cluster.requests if r.method == "DELETE" and r.path.endswith("/mpijobs/sweep-1"))
+    assert delete.body["propagationPolicy"] == "Foreground"  # pods first, each with its grace period
+
+
+def test_cancel_refuses_a_job_pulumi_owns_unless_forced(cluster, capsys):
+    existing_job(cluster, "gpt-pretrain", **{"app.kubernetes.io/managed-by": "pulumi"})
+    assert cancel.main(["gpt-pretrain"]) == 2
+    assert "belongs to the stack (`pulumi up` made it)" in capsys.readouterr().err
+    assert len(cluster.objects("MPIJob")) == 1
+    assert cancel.main(["gpt-pretrain", "--force"]) == 0
+    assert cluster.objects("MPIJob") == []
+    assert "the newest one: give --bucket" in capsys.readouterr().out
+
+
+def test_job_state_of_recorded_objects():
+    job = {"kind": "TrainJob", "apiVersion": "trainer.kubeflow.org/v1alpha1",
+           "metadata": {"name": "t", "uid": "u1", "labels": {"kueue.x-k8s.io/max-exec-time-seconds": "3600"}},
+           "spec": {"trainer": {"numNodes": 4}},
+           "status": {"conditions": [{"type": "Complete", "status": "True",
+                                      "lastTransitionTime": "2026-12-05T11:30:00Z"}]}}
+    wl = workload({**job, "metadata": {**job["metadata"], "namespace": NS}}, 100, "2026-12-05T10:00:00Z",
+                  admitted_at="2026-12-05T11:00:00Z")
+    assert state.workload_of(job, [wl]) is wl
+    item = state.row(job, wl, 10.0, NOW)
+    assert (item["phase"], item["elapsedSeconds"], item["costUsd"], item["deadlineLeftSeconds"]) == (
+        "Succeeded", 1800, 20.0, None)
+    assert state.queue_position(wl, [wl]) is None  # admitted: not in the queue
+
+
+def test_render_marks_what_submit_made():
+    cfg = stack_config("prod")
+    sub = render.from_stack(cfg, "gpt-pretrain")
+    assert sub.manifest["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "gpucluster"
+    assert sub.runtime is None and sub.config_map is None  # a stack job's ConfigMap comes with `pulumi up`
