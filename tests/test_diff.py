@@ -181,7 +181,8 @@ def test_a_larger_pool_changes_its_node_group_quota_and_cost_and_nothing_else(pr
     }
     assert not any(c.replaced for c in result.changed)
     text = plan_diff.render(result)
-    four_more = 4 * catalog.price("p5.48xlarge")
+    # 4 more nodes at maxNodes, and their 500 GiB gp3 root volumes.
+    four_more = round(4 * catalog.price("p5.48xlarge") + 4 * 500 * 1.073741824 * 0.08 / 730, 2)
     before = old["cost"]["maxPerHour"]
     assert f"| at maximum scale | ${before:,.2f} | ${before + four_more:,.2f} | +{four_more:,.2f} |" in text
     assert f"| at minimum scale | ${old['cost']['minPerHour']:,.2f} | ${old['cost']['minPerHour']:,.2f} | +0.00 |" in text

@@ -433,7 +433,8 @@ def test_disabled_leaves_the_metrics_stack_out(run_stack):
     assert not [r for r in rec.resources if r.type.startswith("kubernetes:monitoring.coreos.com/")]
     assert release(rec, "cluster-autoscaler").inputs["values"]["serviceMonitor"]["enabled"] is False
     assert "monitoring" not in rec.stack_outputs
-    assert not [line for line in rec.stack_outputs["estimatedCostPerHourUsd"]["lines"] if "gp3" in line["item"]]
+    assert not [line for line in rec.stack_outputs["estimatedCostPerHourUsd"]["lines"]
+                if line["item"].startswith("Prometheus")]
 
 
 def test_amp_remote_write_has_its_own_workspace_and_write_only_role(run_stack):

@@ -54,8 +54,14 @@ def test_dev_plan_report(dev_report):
     # + Prometheus's 100 GiB gp3 volume at $0.08/GB-month
     fsx = 1200 * 0.140 / 730
     ebs = 100 * 1.073741824 * 0.08 / 730
-    assert cost["minPerHour"] == pytest.approx(0.10 + 0.045 + 0.2016 + fsx + ebs, abs=1e-4)
-    assert cost["maxPerHour"] == pytest.approx(cost["minPerHour"] + 2 * 1.861, abs=1e-3)
+    # + the NAT gateway's public IPv4 address and the system nodes' 2 x 50 GiB gp3 root volumes.
+    ipv4, roots = 0.005, 2 * 50 * 1.073741824 * 0.08 / 730
+    assert cost["minPerHour"] == pytest.approx(0.10 + 0.045 + 0.2016 + fsx + ebs + ipv4 + roots, abs=1e-4)
+    assert cost["minPerMonth"] == round(cost["minPerHour"] * 730, 2)
+    assert cost["notIncluded"][0].startswith("data transfer: NAT gateway processing ($0.045/GB)")
+    # 2 x g6e.xlarge at maxNodes, with their 200 GiB root volumes.
+    assert cost["maxPerHour"] == pytest.approx(cost["minPerHour"] + 2 * 1.861 + 2 * 200 * 1.073741824 * 0.08 / 730,
+                                               abs=1e-3)
 
 
 def test_prod_plan_human_output_and_speed():
@@ -152,7 +158,8 @@ def test_plan_names_the_stand_ins_and_the_zone_ids():
     assert report["zones"] == [{"name": "us-east-1a", "zoneId": "use1-az6", "gpu": True, "cluster": True},
                                {"name": "us-east-1b", "zoneId": "use1-az1", "gpu": False, "cluster": True}]
     assert report["timeToReady"] == {
-        "eksMinutes": 9, "storageMinutes": 17, "criticalPathMinutes": 17,
+        "eksMinutes": 9, "systemNodesMinutes": 4, "chartsMinutes": 5, "clusterMinutes": 18, "storageMinutes": 17,
+        "criticalPathMinutes": 19,
         "s3Link": "one data repository association (the bucket at /), created after the file system"}
     text = plan("--stack", "dev").stdout
     assert "Not set in the stack (set before `pulumi up`; the plan stands in for them)" in text

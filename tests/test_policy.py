@@ -445,7 +445,7 @@ def test_gpu_budget(prod):
     assert urn is None and "128 GPUs at maximum scale (gpucluster-prod-h100-node-group 16 x p5.48xlarge = " \
                             "128 GPUs), over maxGpus 64" in message
     ((_, message),) = validate_stack("gpu-budget", prod, config={"maxCostPerHourUsd": 500})
-    assert "$904.44/h at maximum scale" in message and "over maxCostPerHourUsd $500.00" in message
+    assert "$905.43/h at maximum scale" in message and "over maxCostPerHourUsd $500.00" in message
     # A negotiated rate in the pack config replaces the catalog's.
     cheap = {"prices": {"p5.48xlarge": 20.0}, "maxCostPerHourUsd": 500}
     assert validate_stack("gpu-budget", prod, config=cheap) == []

@@ -176,8 +176,9 @@ def test_prod_fabric_test_and_outputs(run_stack):
     assert out["fsxClaimName"] == "fsx"
     assert out["bucketName"].startswith("gpucluster-prod-data-")
     p5 = catalog.get("p5.48xlarge")
+    # 16 nodes more at maxNodes, and their 500 GiB gp3 root volumes.
     assert out["estimatedCostPerHourUsd"]["max"] - out["estimatedCostPerHourUsd"]["min"] == pytest.approx(
-        16 * p5.price_usd_per_hour, abs=0.01)
+        16 * p5.price_usd_per_hour + 16 * 500 * 1.073741824 * 0.08 / 730, abs=0.01)
     names = {o["metadata"]["name"] for o in kubernetes_objects(rec) if o["kind"] == "MPIJob"}
     assert names == {"gpt-pretrain", "nccl-tests-h100"}
     assert out["localQueue"] == "training/gpu"

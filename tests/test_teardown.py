@@ -250,8 +250,10 @@ def test_cost_while_paused_is_everything_but_gpu_nodes_and_reservations_still_bi
          "capacityReservationId": "cr-0123456789abcdef0"}], "gpucluster:jobs": []})
     running, paused = cost.estimate(odcr, zone_count=3), cost.paused_per_hour(odcr, zone_count=3)
     price = odcr.price("p5.48xlarge")
-    # The ODCR (assumed maxNodes: 8) bills at the floor whether paused or not.
-    assert round(running.min_per_hour - paused, 4) == 0
+    # The ODCR (assumed maxNodes: 8) bills at the floor whether paused or not; only the 4 running nodes'
+    # root volumes go with a pause.
+    volumes = 4 * 200 * 1.073741824 * 0.08 / 730  # the default rootVolumeGiB
+    assert round(running.min_per_hour - paused, 4) == round(volumes, 4)
     assert round(paused - cost.paused_per_hour(stack_config("prod"), zone_count=3), 2) == round(8 * price, 2)
 
 
@@ -321,7 +323,8 @@ def test_the_plan_shows_the_pause_and_its_cost_per_hour(tmp_path, capsys):
     # Paused, the 2-node floor is gone: the minimum is what a pause costs.
     assert report["cost"]["minPerHour"] == report["cost"]["pausedPerHour"]
     running = cost.estimate(cfg.model_copy(update={"paused": False}), zone_count=3).min_per_hour
-    assert round(running - report["cost"]["pausedPerHour"], 2) == round(2 * cfg.price("p5.48xlarge"), 2)
+    assert round(running - report["cost"]["pausedPerHour"], 2) == round(
+        2 * cfg.price("p5.48xlarge") + 2 * 500 * 1.073741824 * 0.08 / 730, 2)  # the nodes and their root volumes
     assert plan.main(["--stack", "prod", "--stack-file", str(tmp_path / "Pulumi.paused.yaml")]) == 0
     text_out = capsys.readouterr().out
     assert "PAUSED (finish): the ClusterQueue has stopPolicy Hold" in text_out

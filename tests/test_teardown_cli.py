@@ -210,7 +210,7 @@ def test_pause_writes_the_stack_file_previews_and_applies(tmp_path):
     assert "# A production training cluster" in text  # the rest of the file, comments included, is kept
     assert [c[0] for c in fake.calls] == ["preview", "up"]
     assert "stopPolicy HoldAndDrain (running jobs are evicted)" in out
-    assert "While paused the stack costs about $23.81/hour" in out
+    assert "While paused the stack costs about $23.86/hour" in out
     assert "- llama-70b: 120 s (torchrun passes SIGTERM to the training processes and waits for them " \
            "(TORCH_ELASTIC_SHUTDOWN_TIMEOUT=115 s, PyTorch 2.13))" in out
     assert "- gpt-pretrain: 30 s, Kubernetes' default (mpirun passes SIGTERM to the ranks" in out

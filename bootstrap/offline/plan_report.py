@@ -123,18 +123,24 @@ def _start(starts: dict, name: str) -> dict[str, Any]:
 
 # EKS control plane about 9 minutes (8.5-10 in Terraform logs; FACTS.md
 # "Provisioning times"); the file system and its S3 link in components.core.storage.fsx.
+# After the control plane, estimates within eksctl's 15-30 minutes end to end (FACTS.md): the system
+# node group (EC2 launch, join, add-ons' pods) and the charts, which Helm waits for, in parallel.
 EKS_MINUTES = 9
+SYSTEM_NODES_MINUTES = 4
+CHARTS_MINUTES = 5
 
 
 def time_to_ready(cfg: config.StackConfig) -> dict[str, Any]:
-    """The two slow paths, created in parallel, and what the S3 link adds."""
+    """The two slow paths, created in parallel, and what the S3 link adds; then the volume and the jobs."""
     from components.core.storage import fsx
 
     storage = fsx.time_to_ready_minutes(cfg.storage)
     link = ("one data repository association (the bucket at /), created after the file system"
             if cfg.storage.s3_link else "no S3 link")
-    return {"eksMinutes": EKS_MINUTES, "storageMinutes": storage, "s3Link": link,
-            "criticalPathMinutes": max(EKS_MINUTES, storage)}
+    cluster = EKS_MINUTES + SYSTEM_NODES_MINUTES + CHARTS_MINUTES
+    return {"eksMinutes": EKS_MINUTES, "systemNodesMinutes": SYSTEM_NODES_MINUTES, "chartsMinutes": CHARTS_MINUTES,
+            "clusterMinutes": cluster, "storageMinutes": storage, "s3Link": link,
+            "criticalPathMinutes": max(cluster, storage) + 1}
 
 
 def monitoring_summary(cfg: config.StackConfig) -> dict[str, Any] | None:
@@ -183,7 +189,9 @@ def build_report(cfg: config.StackConfig, recording: mocks.Recording, standins: 
         "jobs": (jobs := job_rows(cfg)),
         "startsNow": starts_now(cfg, jobs),
         "cost": {"minPerHour": estimate.get("min"), "maxPerHour": estimate.get("max"),
-                 "pausedPerHour": estimate.get("paused"), "lines": estimate.get("lines", [])},
+                 "minPerMonth": estimate.get("minPerMonth"), "maxPerMonth": estimate.get("maxPerMonth"),
+                 "pausedPerHour": estimate.get("paused"), "lines": estimate.get("lines", []),
+                 "notIncluded": estimate.get("notIncluded", [])},
         "monitoring": monitoring_summary(cfg),
         "paused": {"paused": cfg.paused, "pauseMode": cfg.pause_mode, "stopPolicy": cfg.stop_policy},
         "outputs": outputs,

@@ -91,9 +91,10 @@ def render(report: dict[str, Any], tree: list[str]) -> str:
     if s["warning"]:
         out.append(f"  WARNING: {s['warning']}")
     r = report["timeToReady"]
-    out += ["", "Time to ready (created in parallel)",
-            f"  EKS ~{r['eksMinutes']} min; FSx ~{r['storageMinutes']} min with {r['s3Link']}; "
-            f"critical path ~{r['criticalPathMinutes']} min"]
+    out += ["", "Time to ready (`pulumi up` from nothing; the two paths run in parallel)",
+            f"  cluster ~{r['clusterMinutes']} min: EKS ~{r['eksMinutes']}, system nodes ~{r['systemNodesMinutes']}, "
+            f"charts and add-ons ~{r['chartsMinutes']}; FSx ~{r['storageMinutes']} min with {r['s3Link']}; "
+            f"then the volume and the jobs: ~{r['criticalPathMinutes']} min in all (estimates)"]
     out += ["", "Jobs (queued in Kueue; start order per pool by priority, then as listed)"]
     for j in report["jobs"]:
         line = (f"  {j['name']}: {j['launcher']} on {j['pool']}, {j['nodes']} node{'' if j['nodes'] == 1 else 's'}, "
@@ -136,8 +137,11 @@ def render(report: dict[str, Any], tree: list[str]) -> str:
     c = report["cost"]
     out += ["", "Estimated on-demand cost (USD/hour)"]
     out += [f"  {x['item']}: {x['minPerHour']:,.2f} - {x['maxPerHour']:,.2f}" for x in c["lines"]]
-    out += [f"  total at minimum scale: {c['minPerHour']:,.2f}", f"  total at maximum scale: {c['maxPerHour']:,.2f}",
-            f"  total while paused (every GPU pool at 0, reservations still billed): {c['pausedPerHour']:,.2f}"]
+    out += [f"  total at minimum scale: {c['minPerHour']:,.2f} (${c['minPerMonth']:,.0f} a month)",
+            f"  total at maximum scale: {c['maxPerHour']:,.2f} (${c['maxPerMonth']:,.0f} a month)",
+            f"  total while paused (every GPU pool at 0, reservations still billed): {c['pausedPerHour']:,.2f} "
+            f"(${c['pausedPerHour'] * 730:,.0f} a month)"]
+    out += ["  not included: " + "; ".join(c["notIncluded"])]
     pause = report["paused"]
     if pause["paused"]:
         out += ["", f"PAUSED ({pause['pauseMode']}): the ClusterQueue has stopPolicy {pause['stopPolicy']} and every "
@@ -148,9 +152,22 @@ def render(report: dict[str, Any], tree: list[str]) -> str:
     out += ["", f"Policy pack (policy/, what `pulumi preview --policy-pack policy` reports): "
                 f"{len(violations) or 'no'} violation{'' if len(violations) == 1 else 's'}"]
     out += [f"  {v['level']} {v['policy']}: {v['message']}" for v in violations]
-    out += ["", "Outputs"]
-    out += [f"  {k}: {v if isinstance(v, str) else json.dumps(v)}" for k, v in report["outputs"].items()]
+    out += ["", "Outputs (the mock runtime's: ids, DNS names and random suffixes marked * are stand-ins)"]
+    out += [f"  {k}: {v if isinstance(v, str) else json.dumps(v)}{' *' if k in mock_outputs(report) else ''}"
+            for k, v in report["outputs"].items()]
     return "\n".join(out)
+
+
+# Outputs AWS makes up at creation: the offline plan can only show stand-ins (bootstrap/offline/mocks.py).
+MOCK_OUTPUTS = ("vpcId", "fileSystemId", "fileSystemDnsName", "fileSystemMountName", "bucketName")
+
+
+def mock_outputs(report: dict[str, Any]) -> set[str]:
+    outputs = report["outputs"]
+    # An adopted bucket's name is the stack's own (storage.bucketName), not a random suffix.
+    adopted = outputs.get("bucketRetainedOnDestroy") is True and not str(outputs.get("bucketName", "")).startswith(
+        f"gpucluster-{report['stack']}-data-")
+    return {k for k in MOCK_OUTPUTS if k in outputs and not (k == "bucketName" and adopted)}
 
 
 def _monitoring(m: dict[str, Any] | None) -> list[str]:

@@ -21,6 +21,7 @@ from .base import Resource, as_int, get, is_list, is_unknown, problem, related
 PLACEMENT_GROUP = "aws:ec2/placementGroup:PlacementGroup"
 SUBNET = "aws:ec2/subnet:Subnet"
 NAT_GATEWAY = "aws:ec2/natGateway:NatGateway"
+EIP = "aws:ec2/eip:Eip"
 # EC2 API, LaunchTemplateEfaNetworkInterface / InterfaceType: "efa" (EFA with
 # ENA) and "efa-only" (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html).
 EFA_INTERFACE_TYPES = ("efa", "efa-only")
@@ -102,6 +103,19 @@ def _instance_types(group: Resource, templates: Sequence[Resource]) -> list[str]
     return None
 
 
+def _root_gib(group: Resource, templates: Sequence[Resource]) -> int | None:
+    """A node's root volume: the node group's diskSize, else its launch template's first EBS volume."""
+    size = as_int(get(group.props, "diskSize"))
+    if size is not None:
+        return size
+    for template in related(group, "launchTemplate", templates, known=("name",), value_path="launchTemplate.id"):
+        for mapping in get(template.props, "blockDeviceMappings") or []:
+            size = as_int(get(mapping, "ebs.volumeSize"))
+            if size is not None:
+                return size
+    return None
+
+
 def _is_gpu_group(group: Resource, templates: Sequence[Resource]) -> bool:
     types = _instance_types(group, templates) or []
     if any(t in catalog.CATALOG and catalog.get(t).is_gpu for t in types):
@@ -148,9 +162,10 @@ def fleet_at_max(resources: Sequence[Resource], config: Mapping[str, Any]) -> di
     """GPUs and cost per hour with every node group at scalingConfig.maxSize, and what could not be counted.
 
     Cost lines as components/core/planning/cost.estimate draws them: node
-    groups at maxSize x catalog price (the pack config's `prices` first), the
-    EKS control plane, NAT gateways, FSx capacity; not the Prometheus volume
-    or AMP (cents), data transfer, EBS or S3.
+    groups at maxSize x catalog price (the pack config's `prices` first) and
+    their root volumes, the EKS control plane, NAT gateways and their public
+    addresses, FSx capacity; not the Prometheus volume or AMP (cents), data
+    transfer or S3.
     """
     prices = config.get("prices") or {}
     templates = [r for r in resources if r.type == LAUNCH_TEMPLATE]
@@ -171,6 +186,9 @@ def fleet_at_max(resources: Sequence[Resource], config: Mapping[str, Any]) -> di
         per_node_gpus = max(catalog.get(t).gpu_count for t in types)
         gpus += per_node_gpus * max_size
         lines.append((f"{group.name} {max_size} x {'/'.join(types)}", max(rates) * max_size))
+        if (root := _root_gib(group, templates)) is not None:
+            lines.append((f"{group.name} root volumes {max_size} x {root} GiB gp3",
+                          max_size * root * cost.GIB * cost.GP3_GB_MONTH / cost.HOURS_PER_MONTH))
         if per_node_gpus:
             pools.append(f"{group.name} {max_size} x {'/'.join(types)} = {per_node_gpus * max_size} GPUs")
     for cluster in (r for r in resources if r.type == EKS_CLUSTER):
@@ -181,6 +199,8 @@ def fleet_at_max(resources: Sequence[Resource], config: Mapping[str, Any]) -> di
     nats = [r for r in resources if r.type == NAT_GATEWAY]
     if nats:
         lines.append((f"NAT gateways x{len(nats)}", len(nats) * cost.NAT_GATEWAY_PER_HOUR))
+    if eips := [r for r in resources if r.type == EIP]:
+        lines.append((f"public IPv4 addresses x{len(eips)}", len(eips) * cost.PUBLIC_IPV4_PER_HOUR))
     for fsx in (r for r in resources if r.type == LUSTRE):
         deployment = get(fsx.props, "deploymentType", "SCRATCH_1")
         throughput = as_int(get(fsx.props, "perUnitStorageThroughput"))

@@ -2,8 +2,8 @@
 
 Instance prices come from the catalog (overridable per stack with
 `gpucluster:prices`); the fixed parts are list prices for us-east-1,
-cited next to each constant. Data transfer, EBS and S3 storage are not
-included: the estimate is what keeps billing while the cluster exists.
+cited next to each constant. The estimate is what bills by the hour while
+the cluster exists; NOT_INCLUDED says what it leaves out.
 """
 
 from __future__ import annotations
@@ -24,6 +24,21 @@ NAT_GATEWAY_PER_HOUR = 0.045
 FSX_GB_MONTH = {("SCRATCH_2", None): 0.140, ("PERSISTENT_2", 125): 0.145, ("PERSISTENT_2", 250): 0.210,
                 ("PERSISTENT_2", 500): 0.340, ("PERSISTENT_2", 1000): 0.600}
 HOURS_PER_MONTH = 730
+# https://aws.amazon.com/vpc/pricing/ (2026-12): every public IPv4 address, $0.005 per hour (the NAT
+# gateways' Elastic IPs; nodes are in private subnets and have none).
+PUBLIC_IPV4_PER_HOUR = 0.005
+# https://aws.amazon.com/ebs/pricing/ (2026-12), us-east-1: gp3 $0.08 per GB-month (3,000 IOPS and
+# 125 MB/s included), for the nodes' root volumes.
+GP3_GB_MONTH = 0.08
+GIB = 1.073741824  # GB per GiB: EBS bills GB-months, volumes are sized in GiB
+# What the estimate does not count: usage-priced, or billed outside the stack.
+NOT_INCLUDED = (
+    "data transfer: NAT gateway processing ($0.045/GB), cross-zone and internet egress",
+    "S3: the bucket's storage and requests (it outlives the stack)",
+    "CloudWatch Logs: the EKS control-plane logs' ingestion and storage",
+    "ECR storage and image pulls through NAT",
+    "a Capacity Block's upfront price (set when it is bought)",
+)
 
 
 @dataclass(frozen=True)
@@ -47,8 +62,11 @@ class CostEstimate:
 
     def to_dict(self) -> dict:
         return {"min": self.min_per_hour, "max": self.max_per_hour,
+                "minPerMonth": round(self.min_per_hour * HOURS_PER_MONTH, 2),
+                "maxPerMonth": round(self.max_per_hour * HOURS_PER_MONTH, 2),
                 "lines": [{"item": x.item, "minPerHour": x.min_per_hour, "maxPerHour": x.max_per_hour}
-                          for x in self.lines]}
+                          for x in self.lines],
+                "notIncluded": list(NOT_INCLUDED)}
 
 
 def fsx_per_hour(cfg: StackConfig) -> float:
@@ -85,6 +103,17 @@ def pool_line(pool: GpuPoolConfig, cfg: StackConfig, reserved_nodes: int | None,
                     low * price, pool.max_nodes * price)
 
 
+def root_volumes_line(cfg: StackConfig, paused: bool = False) -> CostLine:
+    """The nodes' gp3 root volumes: the system nodes' always, each GPU node's while it runs."""
+    def per_hour(gib: int) -> float:
+        return gib * GIB * GP3_GB_MONTH / HOURS_PER_MONTH
+
+    system = cfg.system_nodes.count * per_hour(cfg.system_nodes.disk_size_gib)
+    low = system + sum((0 if paused else p.min_nodes) * per_hour(p.root_volume_gib) for p in cfg.gpu_pools)
+    high = system + sum(p.max_nodes * per_hour(p.root_volume_gib) for p in cfg.gpu_pools)
+    return CostLine("node root volumes (gp3)", low, high)
+
+
 def price_region_note(instance_type: str, cfg: StackConfig) -> list[str]:
     """Catalog prices are one region's list price: say so for a stack elsewhere."""
     if instance_type in cfg.prices:
@@ -108,9 +137,12 @@ def estimate(cfg: StackConfig, reserved_nodes: dict[str, int] | None = None,
         CostLine(f"EKS control plane ({support_type(cfg.kubernetes_version).lower()} support)",
                  control_plane, control_plane),
         CostLine(f"NAT gateways x{nats}", nats * NAT_GATEWAY_PER_HOUR, nats * NAT_GATEWAY_PER_HOUR),
+        CostLine(f"public IPv4 addresses x{nats} (the NAT gateways')", nats * PUBLIC_IPV4_PER_HOUR,
+                 nats * PUBLIC_IPV4_PER_HOUR),
         CostLine(f"system nodes {cfg.system_nodes.count} x {cfg.system_nodes.instance_type}", system, system),
     ]
     lines += [pool_line(pool, cfg, (reserved_nodes or {}).get(pool.name), paused) for pool in cfg.gpu_pools]
+    lines.append(root_volumes_line(cfg, paused))
     fsx = fsx_per_hour(cfg)
     lines.append(CostLine(f"FSx {cfg.storage.fsx.deployment_type} {cfg.storage.fsx.storage_capacity_gib} GiB", fsx, fsx))
     if cfg.observability.enabled:
