@@ -196,8 +196,8 @@ class StackKeys(Model):
         None, description="the one zone of all GPU pools and the file system, e.g. `us-east-1a` or `use1-az6`")
     training_namespace: Text(DNS_LABEL, "a Kubernetes namespace name (lowercase DNS label)", short="namespace name",
                              max_length=63, check=_not_reserved) = Field(
-        "training", description="namespace of jobs, the FSx claim and the LocalQueue; not one the program owns ("
-                                + ", ".join(namespaces.RESERVED) + ")")
+        "training", description="namespace of jobs, the FSx claim and the LocalQueue; not `kube-*` nor one the "
+                                "program owns (" + ", ".join(namespaces.RESERVED) + ")")
     paused: Bool = Field(False, description="hold the queue and let every GPU pool scale to 0 (`bootstrap pause`/"
                                             "`resume` set it)")
     pause_mode: Choice(*PAUSE_MODES) = Field(
