@@ -26,6 +26,7 @@ VERBS = {
     "logs": ("bootstrap.verbs.jobs.logs", "a job's launcher or rank N, MPIJob and TrainJob alike (-f follows)"),
     "cancel": ("bootstrap.verbs.jobs.cancel", "delete a job and its pods; says what checkpoint the next run finds"),
     "doctor": ("bootstrap.verbs.jobs.doctor", "why a job waits or failed: each cause with evidence and fix; bundles"),
+    "validate": ("bootstrap.verbs.jobs.validate", "is the cluster fit to train: one node, then two (GPUs, EFA, FSx)"),
 }
 
 

@@ -117,10 +117,11 @@ def _launcher_pod(image: str, command: list[str], grace_seconds: int | None,
     return pod
 
 
-def _mpijob(name: str, ctx: JobContext, pool: GpuPoolConfig, nodes: int, gpus: int, image: str,
-            command: list[str], worker: dict[str, Any], claim_name: str | None, policy: RunPolicyConfig,
-            priority: str, deadline: int | None, grace_seconds: int | None = None,
-            metrics_port: int | None = None, launcher_env: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def mpijob_manifest(name: str, ctx: JobContext, pool: GpuPoolConfig, nodes: int, gpus: int, image: str,
+                    command: list[str], worker: dict[str, Any], claim_name: str | None, policy: RunPolicyConfig,
+                    priority: str, deadline: int | None, grace_seconds: int | None = None,
+                    metrics_port: int | None = None,
+                    launcher_env: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     pod_labels = workers.labels(name, pool)
     return {
         "apiVersion": MPIJOB_API_VERSION,
@@ -171,9 +172,10 @@ def mpijob(job: JobConfig, pool: GpuPoolConfig, ctx: JobContext,
            **workers.job_env(job, pool, ctx.storage)}
     command = mpirun_command(job.nodes, gpus, env, job.command, secret)
     launcher_env = [workers.env_var(k, "", job.name, secret) for k in env if k in secret]
-    manifest = _mpijob(job.name, ctx, pool, job.nodes, gpus, job.image, command, worker, ctx.claim_name,
-                       job.run_policy, queueing.TRAINING_PRIORITY, teardown.deadline_seconds(job, pool, ctx.prices),
-                       job.termination_grace_period_seconds, job.metrics_port, launcher_env)
+    manifest = mpijob_manifest(job.name, ctx, pool, job.nodes, gpus, job.image, command, worker, ctx.claim_name,
+                               job.run_policy, queueing.TRAINING_PRIORITY,
+                               teardown.deadline_seconds(job, pool, ctx.prices),
+                               job.termination_grace_period_seconds, job.metrics_port, launcher_env)
     if job.scripts:
         for replica in manifest["spec"]["mpiReplicaSpecs"].values():
             pod = replica["template"]["spec"]
@@ -201,5 +203,6 @@ def nccl_test_mpijob(pool: GpuPoolConfig, namespace: str, nodes: int = FABRIC_TE
     gpus = pool.instance.gpu_count
     worker = workers.worker_container("worker", image, pool, gpus, None)
     command = mpirun_command(nodes, gpus, nccl.preset_env(pool.instance_type, pool.efa_enabled), ALL_REDUCE_PERF)
-    return _mpijob(nccl_test_name(pool), JobContext(namespace, None), pool, nodes, gpus, image, command, worker,
-                   None, RunPolicyConfig(), queueing.FABRIC_TEST_PRIORITY, FABRIC_TEST_DEADLINE_SECONDS)
+    return mpijob_manifest(nccl_test_name(pool), JobContext(namespace, None), pool, nodes, gpus, image, command,
+                           worker, None, RunPolicyConfig(), queueing.FABRIC_TEST_PRIORITY,
+                           FABRIC_TEST_DEADLINE_SECONDS)
