@@ -22,7 +22,7 @@ CLUSTER = "gpucluster-prod"
 # The chart's values.yaml keys at 9.59.0 that we set (kubernetes/autoscaler
 # cluster-autoscaler-chart-9.59.0, cluster-autoscaler/charts/cluster-autoscaler/values.yaml).
 CHART_KEYS = {"serviceMonitor", "cloudProvider", "awsRegion", "autoDiscovery", "image", "fullnameOverride", "rbac", "nodeSelector",
-              "resources", "extraArgs"}
+              "resources", "securityContext", "containerSecurityContext", "extraArgs"}
 # Flags of cluster-autoscaler 1.35 (FAQ.md "What are the parameters to CA?", config/flags.go).
 KNOWN_FLAGS = {"logtostderr", "stderrthreshold", "v", "expander", "balance-similar-node-groups",
                "max-node-provision-time", "scale-down-delay-after-add", "scale-down-delay-after-delete",
@@ -52,6 +52,11 @@ def test_helm_values_exact():
         "rbac": {"create": True, "serviceAccount": {"create": True, "name": "cluster-autoscaler"}},
         "nodeSelector": {"gpucluster.io/role": "system"},
         "resources": {"requests": {"cpu": "100m", "memory": "300Mi"}, "limits": {"memory": "600Mi"}},
+        # distroless/static:nonroot's user, stated; nothing written, nothing privileged (tests/test_hardening.py).
+        "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532,
+                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "containerSecurityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                     "capabilities": {"drop": ["ALL"]}},
         "extraArgs": {
             "logtostderr": "true", "stderrthreshold": "info", "v": "4",
             "expander": "least-waste",

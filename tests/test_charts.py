@@ -8,6 +8,7 @@ upstream would otherwise pass every mock.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -100,6 +101,56 @@ TEMPLATE_ONLY = {
 }
 
 
+# Maps a chart's template renders whole (`with .Values.<key>` then `toYaml .`): Kubernetes API objects rather
+# than chart keys, so any field of their type may be set, whatever the default map holds. Each is checked
+# against the vendored template that renders it, and what we set is validated as that API type.
+# chart -> dotted key -> (template, where it lands in a Pod: "pod.securityContext", "container.<field>")
+PASS_THROUGH = {
+    "kubeflow-trainer": {"manager.securityContext": ("templates/manager/deployment.yaml", "container.securityContext")},
+    "prometheus-node-exporter": {"securityContext": ("templates/daemonset.yaml", "pod.securityContext"),
+                                 "containerSecurityContext": ("templates/daemonset.yaml", "container.securityContext")},
+    "aws-efa-k8s-device-plugin": {"resources": ("templates/daemonset.yaml", "container.resources")},
+}
+# Where a subchart's values sit in its parent's (kube-prometheus-stack's dependencies, by name).
+SUBCHART_OF = {"prometheus-node-exporter": ("kube-prometheus-stack", "prometheus-node-exporter")}
+
+
+def test_pass_through_keys_are_rendered_whole_by_the_vendored_templates():
+    for name, keys in PASS_THROUGH.items():
+        (folder,) = CHARTS.glob(f"{name}-*")
+        for key, (template, _) in keys.items():
+            text = (folder / template).read_text()
+            assert re.search(rf"with \.Values\.{re.escape(key)} \}}\}}\n[^\n]*\n[^\n]*toYaml \.", text), \
+                f"{name} {template} does not render .Values.{key} whole"
+
+
+def pod_with(where: str, value: dict[str, Any]) -> dict[str, Any]:
+    container: dict[str, Any] = {"name": "c", "image": "i:1"}
+    pod: dict[str, Any] = {"containers": [container]}
+    scope, field = where.split(".")
+    (pod if scope == "pod" else container)[field] = value
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": pod}
+
+
+def test_pass_through_values_are_valid_api_objects(releases, request):
+    checked = 0
+    for release in releases:
+        name = chart_name(release["chart"])
+        tables = [(release["values"], PASS_THROUGH.get(name, {}))]
+        tables += [(release["values"].get(key, {}), PASS_THROUGH.get(sub, {}))
+                   for sub, (parent, key) in SUBCHART_OF.items() if parent == name]
+        for values, keys in tables:
+            for key, (_, where) in keys.items():
+                value = values
+                for part in key.split("."):
+                    value = value.get(part, {})
+                if value:
+                    k8s.validate_core(pod_with(where, value), "1.35")
+                    checked += 1
+    # The Trainer manager's and node-exporter's two security contexts; prod's EFA plugin resources too.
+    assert checked == (4 if request.node.callspec.params["releases"] == "prod" else 3)
+
+
 def test_template_only_keys_are_read_by_the_vendored_templates():
     for name, keys in TEMPLATE_ONLY.items():
         for key, template in keys.items():
@@ -114,10 +165,13 @@ def merged(base: Any, over: Any) -> Any:
     return over if over is not None else base
 
 
-def chart_defaults(name: str, version: str, ours: dict[str, Any] | None = None) -> dict[str, Any]:
+def chart_defaults(name: str, version: str, ours: dict[str, Any] | None = None,
+                   pass_through: bool = True) -> dict[str, Any]:
     """The values a chart reads: its values.yaml, each dependency's under its name (or alias), merged.
 
     A dependency whose key `ours` sets must be vendored too: its keys are checked like the chart's.
+    `pass_through`: the PASS_THROUGH maps emptied (any key of their API type is the chart's), for the
+    key check; False keeps the chart's defaults there, for what Helm would render.
     """
     defaults = chart_file(name, version, "values.yaml")
     for dependency in chart_file(name, version, "Chart.yaml").get("dependencies") or ():
@@ -126,12 +180,19 @@ def chart_defaults(name: str, version: str, ours: dict[str, Any] | None = None) 
         if ours is not None and key in ours:
             assert folder.exists(), f"our values set {key}: vendor {folder.relative_to(k8s.ROOT)}"
         if folder.exists():
-            defaults[key] = merged(chart_defaults(dependency["name"], str(dependency["version"])),
-                                   defaults.get(key))
+            defaults[key] = merged(chart_defaults(dependency["name"], str(dependency["version"]),
+                                                  pass_through=pass_through), defaults.get(key))
     for key in FREE_FORM.get(name, ()):
         defaults[key] = {}
     for key in TEMPLATE_ONLY.get(name, {}):
         defaults.setdefault(key, None)
+    if pass_through:
+        for key in PASS_THROUGH.get(name, {}):
+            *parents, last = key.split(".")
+            node = defaults
+            for part in parents:
+                node = node[part]
+            node[last] = {}
     return defaults
 
 

@@ -76,6 +76,8 @@ def test_nvidia_values():
         "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"},
                         {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
         "mofedEnabled": False,
+        "podSecurityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+        "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
     }
     # A real boolean: the chart renders MOFED_ENABLED only for `typeIs "bool"`.
     assert device_plugins.nvidia_values()["mofedEnabled"] is False
@@ -89,6 +91,7 @@ def test_efa_values():
         "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
         "supportedInstanceLabels": {"keys": ["node.kubernetes.io/instance-type"],
                                     "values": ["p5.48xlarge", "p6-b300.48xlarge"]},
+        "resources": {"requests": {"cpu": "10m", "memory": "20Mi"}, "limits": {"memory": "128Mi"}},
     }
 
 

@@ -77,9 +77,18 @@ def test_trainer_chart_values():
         "image": {"registry": "ghcr.io", "repository": "kubeflow/trainer/trainer-controller-manager",
                   "tag": "v2.3.0"},
         "manager": {"nodeSelector": SYSTEM_NODE_LABEL,
-                    "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}}},
+                    "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}},
+                    # The chart's, plus the read-only root of Trainer's own manifest.
+                    "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                        "capabilities": {"drop": ["ALL"]}, "runAsNonRoot": True,
+                                        "seccompProfile": {"type": "RuntimeDefault"}}},
         "jobset": {"install": True, "image": {"repository": "registry.k8s.io/jobset/jobset", "tag": "v0.12.0"},
-                   "controller": {"nodeSelector": SYSTEM_NODE_LABEL}},
+                   "controller": {"nodeSelector": SYSTEM_NODE_LABEL,
+                                  "securityContext": {"allowPrivilegeEscalation": False,
+                                                      "readOnlyRootFilesystem": True,
+                                                      "capabilities": {"drop": ["ALL"]}},
+                                  "podSecurityContext": {"runAsNonRoot": True,
+                                                         "seccompProfile": {"type": "RuntimeDefault"}}}},
         "runtimes": {"defaultEnabled": False},
         "crds": {"enabled": True},
     }
@@ -109,8 +118,8 @@ def test_component_registers_each_object_once_under_itself(run_mocked):
     rec = run_mocked(build(), "prod")
     (component,) = rec.of_type("gpucluster:index:Operators")
     children = [r for r in rec.resources if r.parent == component.urn]
-    # The MPI Operator's objects, the Trainer namespace and release, one runtime (llama-70b's).
-    assert len(children) == len(OBJECTS) + 3
+    # The MPI Operator's objects and its NetworkPolicy, the Trainer namespace and release, one runtime (llama-70b's).
+    assert len(children) == len(OBJECTS) + 4
     for child in children:
         assert child.provider.startswith(rec.named("k8s").urn)
         assert child.name.startswith("ops-")

@@ -123,7 +123,11 @@ def test_helm_values_use_the_charts_keys():
     assert values["controllerManager"] == {
         "replicas": 1,
         "manager": {"image": {"repository": "registry.k8s.io/kueue/kueue", "tag": "v0.19.2",
-                              "pullPolicy": "IfNotPresent"}},
+                              "pullPolicy": "IfNotPresent"},
+                    # The chart's defaults, stated (tests/test_hardening.py).
+                    "podSecurityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+                    "containerSecurityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                                 "capabilities": {"drop": ["ALL"]}}},
         # controllerManager.nodeSelector, not controllerManager.manager.*; the chart has no affinity key.
         "nodeSelector": SYSTEM_NODE_LABEL,
     }

@@ -33,6 +33,15 @@ EBS_CSI_SERVICE_ACCOUNT = "ebs-csi-controller-sa"
 # Every volume it creates carries the cluster's name, so one left behind is findable (and the
 # metrics volume is deleted before the cluster: components.hooks.metrics_volumes).
 VOLUME_TAG = metrics_volumes.CLUSTER_TAG
+# The VPC CNI enforces NetworkPolicies (components.core.kube.network_policy) once its add-on is
+# configured so: {"enableNetworkPolicy": "true"} (EKS User Guide, "Restrict Pod network traffic with
+# Kubernetes network policies", step "Enable the network policy parameter for the add-on"; a string,
+# as the guide's example and the amazon-vpc-cni-k8s chart at v1.22.4 have it: values.yaml
+# `enableNetworkPolicy: "false"`, rendered into the amazon-vpc-cni ConfigMap's
+# enable-network-policy-controller and the node agent's --enable-network-policy). EKS then runs the
+# policy controller; the aws-node pods' network policy agent enforces on each node. Standard mode
+# (the default NETWORK_POLICY_ENFORCING_MODE): a new pod starts allowed until its policies are in place.
+VPC_CNI_CONFIGURATION = {"enableNetworkPolicy": "true"}
 
 
 def principal_slug(arn: str) -> str:
@@ -183,7 +192,8 @@ class Cluster(pulumi.ComponentResource):
             # The CNI's role must hold its policy before aws-node starts (and,
             # on destroy, keep it until the add-on is gone).
             addon("vpc-cni", [pod_identity_agent, *cni_policies], pod_identity_associations=[
-                {"role_arn": cni_role.arn, "service_account": "aws-node"}]),
+                {"role_arn": cni_role.arn, "service_account": "aws-node"}],
+                configuration_values=json.dumps(VPC_CNI_CONFIGURATION)),
             addon("kube-proxy", []),
             pod_identity_agent,
         ]

@@ -23,8 +23,8 @@ import pulumi_kubernetes as k8s
 
 from components.core import versions as v
 from components.core.config import GpuPoolConfig, JobConfig
-from components.core.kube import mpi_operator, trainer
-from components.core.observability import scrape
+from components.core.kube import mpi_operator, network_policy, trainer
+from components.core.observability import prometheus_stack, scrape
 from components.kubernetes.objects import KubernetesObject, release_in_own_namespace
 
 # The CRDs each chart installs (one definition of each in the cluster; tests
@@ -86,6 +86,12 @@ def runtimes_needed(pools: Sequence[GpuPoolConfig],
     return [(by_name[pool], restarts, mount, grace) for pool, restarts, mount, grace in keys]
 
 
+def mpi_operator_ingress() -> dict[str, Any]:
+    """The MPI Operator's NetworkPolicy: Prometheus to its metrics port, nothing else in."""
+    return network_policy.scrape_only("mpi-operator-ingress", mpi_operator.MPI_OPERATOR_NAMESPACE,
+                                      {"app": "mpi-operator"}, mpi_operator.METRICS_PORT, prometheus_stack.NAMESPACE)
+
+
 class Operators(pulumi.ComponentResource):
     """MPI Operator with its CRD and Kubeflow Trainer (Helm) with our runtimes, on the system nodes.
 
@@ -97,6 +103,7 @@ class Operators(pulumi.ComponentResource):
     deployments: dict[str, k8s.apps.v1.Deployment]
     trainer: k8s.helm.v3.Release
     runtimes: dict[str, pulumi.Resource]
+    network_policy: KubernetesObject
 
     def __init__(self, name: str, args: OperatorsArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpucluster:index:Operators", name, None, opts)
@@ -122,6 +129,12 @@ class Operators(pulumi.ComponentResource):
                 self.deployments["mpi"] = res
             (foundation if kind in _FOUNDATION else rest).append(res)
 
+        # Nothing but Prometheus reaches the operator (its metrics port); the kubelet's probes come from the node.
+        mpi_namespace = next(r for r in foundation if isinstance(r, k8s.core.v1.Namespace))
+        self.network_policy = KubernetesObject(
+            f"{name}-mpi-netpol", mpi_operator_ingress(), pulumi.ResourceOptions(
+                parent=self, provider=args.provider, depends_on=[mpi_namespace]))
+
         self.trainer = release_in_own_namespace(
             f"{name}-trainer", "kubeflow-trainer", v.TRAINER_CHART, v.TRAINER_CHART_VERSION, trainer.NAMESPACE,
             trainer.helm_values(), args.provider, self, args.depends_on)
@@ -135,7 +148,6 @@ class Operators(pulumi.ComponentResource):
                 f"{name}-runtime-{runtime_name}", manifest,
                 pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.trainer]))
         if args.metrics_crds:
-            mpi_namespace = next(r for r in foundation if isinstance(r, k8s.core.v1.Namespace))
             for monitor, owner in ((scrape.mpi_operator_pod_monitor(), mpi_namespace),
                                    (scrape.trainer_service_monitor(), self.trainer),
                                    (scrape.jobset_service_monitor(), self.trainer)):

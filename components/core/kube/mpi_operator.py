@@ -17,6 +17,7 @@ import yaml
 
 from components.core import namespaces
 from components.core import versions as v
+from components.core.kube import hardening
 from components.core.kube.nodepool import SYSTEM_NODE_LABEL
 
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
@@ -59,6 +60,14 @@ HEALTH_PROBE = {"httpGet": {"path": "/healthz", "port": HEALTH_PORT}, "periodSec
 # The manifest sets none; ours, so the system nodes' capacity check can count it.
 OPERATOR_RESOURCES = {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}}
 
+# The manifest sets no securityContext. The image is gcr.io/distroless/base-debian12:latest with no USER
+# (kubeflow/mpi-operator Dockerfile, release-0.8 at b10758d "Prepare v0.8.2"), so root: runAsNonRoot
+# needs a numeric UID, distroless's nonroot. The binary only talks to the API server and serves HTTP;
+# klog writes to stderr (klog/v2's logtostderr defaults true; options.go calls klog.InitFlags), so the
+# root filesystem is read-only, with a small /tmp in case a library wants one.
+OPERATOR_POD_SECURITY = hardening.pod_security_context(hardening.DISTROLESS_NONROOT)
+TMP_VOLUME, TMP_MOUNT = hardening.tmp_volume()
+
 
 def _deployment(name: str, namespace: str, labels: dict[str, str], container: dict[str, Any],
                 **pod_spec: Any) -> dict[str, Any]:
@@ -82,8 +91,10 @@ def mpi_operator_objects() -> list[dict[str, Any]]:
     """deploy/v2beta1/mpi-operator.yaml of kubeflow/mpi-operator, as dicts, CRD first.
 
     The objects and RBAC rules are the manifest's at v0.8.0, unchanged in
-    release-0.8 (v0.8.2) but for the image line; the Deployment is pinned to
-    the system nodes, our only change.
+    release-0.8 (v0.8.2) but for the image line. Our changes are the
+    Deployment's: pinned to the system nodes, metrics and probes on, requests
+    and limits, and run unprivileged (OPERATOR_POD_SECURITY, a restricted
+    container, /tmp as an emptyDir).
     """
     ns = MPI_OPERATOR_NAMESPACE
     labels = dict(_MPI_LABELS)
@@ -141,5 +152,7 @@ def mpi_operator_objects() -> list[dict[str, Any]]:
             "livenessProbe": {**HEALTH_PROBE, "initialDelaySeconds": 15, "failureThreshold": 3},
             "readinessProbe": {**HEALTH_PROBE, "initialDelaySeconds": 5},
             "resources": OPERATOR_RESOURCES,
-        }),
+            "securityContext": hardening.container_security_context(),
+            "volumeMounts": [dict(TMP_MOUNT)],
+        }, securityContext=dict(OPERATOR_POD_SECURITY), volumes=[dict(TMP_VOLUME)]),
     ]

@@ -31,7 +31,7 @@ from components.core import namespaces
 from components.core import versions as v
 from components.core.config import GpuPoolConfig, JobConfig
 from components.core.hardware import nccl
-from components.core.kube import queueing, workers
+from components.core.kube import hardening, queueing, workers
 from components.core.kube.nodepool import SYSTEM_NODE_LABEL
 
 API_GROUP = "trainer.kubeflow.org"
@@ -51,20 +51,32 @@ MANAGER_RESOURCES = {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {
 # The JobSet chart's own (charts/jobset/values.yaml at v0.12.0: controller.resources).
 JOBSET_RESOURCES = {"requests": {"cpu": "500m", "memory": "128Mi"}}
 
+# The chart's manager.securityContext (allowPrivilegeEscalation false, runAsNonRoot, drop ALL,
+# RuntimeDefault) plus the read-only root filesystem the project's own manifest sets
+# (manifests/base/manager/manager.yaml at v2.3.0): the manager writes nothing (its webhook certificate
+# is a read-only Secret volume). The chart's template has the manager's /healthz and /readyz probes.
+MANAGER_SECURITY = {**hardening.container_security_context(), "runAsNonRoot": True,
+                    "seccompProfile": dict(hardening.RUNTIME_DEFAULT)}
+
 
 def helm_values() -> dict[str, Any]:
     """Values of kubeflow-trainer 2.3.0 (charts/kubeflow-trainer/values.yaml: top-level image.*,
-    manager.nodeSelector, jobset.install and the jobset chart's controller.nodeSelector and image,
-    runtimes.defaultEnabled, crds.enabled)."""
+    manager.nodeSelector, manager.securityContext, jobset.install and the jobset chart's
+    controller.nodeSelector, securityContext, podSecurityContext and image, runtimes.defaultEnabled,
+    crds.enabled)."""
     return {
         "image": {"registry": v.TRAINER_IMAGE_REGISTRY, "repository": v.TRAINER_IMAGE_REPOSITORY,
                   "tag": v.TRAINER_IMAGE_TAG},
-        "manager": {"nodeSelector": dict(SYSTEM_NODE_LABEL), "resources": MANAGER_RESOURCES},
+        "manager": {"nodeSelector": dict(SYSTEM_NODE_LABEL), "resources": MANAGER_RESOURCES,
+                    "securityContext": dict(MANAGER_SECURITY)},
         # JobSet v0.12.0 comes with the chart (its CRD is the one definition of
-        # jobsets.jobset.x-k8s.io in the cluster).
+        # jobsets.jobset.x-k8s.io in the cluster). Its security contexts are the
+        # chart's defaults (charts/jobset/values.yaml), stated; its template probes it.
         "jobset": {"install": True,
                    "image": {"repository": v.JOBSET_IMAGE, "tag": v.JOBSET_IMAGE_TAG},
-                   "controller": {"nodeSelector": dict(SYSTEM_NODE_LABEL)}},
+                   "controller": {"nodeSelector": dict(SYSTEM_NODE_LABEL),
+                                  "securityContext": hardening.container_security_context(),
+                                  "podSecurityContext": hardening.pod_security_context()}},
         # No stock runtimes: ours are below. The chart would install them with a
         # post-install hook Job that downloads kubectl from the internet.
         "runtimes": {"defaultEnabled": False},

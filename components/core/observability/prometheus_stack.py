@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.core.kube import nodepool
+from components.core.kube import hardening, nodepool
 from components.core.observability import metrics
 from components.core.observability.efa_exporter import node_relabeling
 from components.core.planning.metrics_footprint import Footprint
@@ -44,6 +44,31 @@ GRAFANA_SIDECAR_RESOURCES = {"requests": {"cpu": "10m", "memory": "64Mi"}, "limi
 KUBE_STATE_METRICS_RESOURCES = {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}}
 NODE_EXPORTER_RESOURCES = {"requests": {"cpu": "20m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}}
 DCGM_RESOURCES = {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}}
+# The admission webhook's certificate Jobs (kube-webhook-certgen, a one-shot Go binary): the chart sets none.
+WEBHOOK_JOB_RESOURCES = {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}}
+# The config-reloader sidecar of Prometheus and Alertmanager. With none set the chart passes
+# --config-reloader-{cpu,memory}-{request,limit}=0 (templates/prometheus-operator/deployment.yaml), which
+# leaves the sidecars without requests; these are the operator's own defaults (prometheus-operator v0.93
+# cmd/operator/main.go: defaultReloaderCPU 10m, defaultReloaderMemory 50Mi) and a memory limit.
+CONFIG_RELOADER_RESOURCES = {"requests": {"cpu": "10m", "memory": "50Mi"}, "limits": {"memory": "128Mi"}}
+
+# Security, chart by chart (kube-prometheus-stack 88.5.3 and its subcharts' values.yaml):
+# - the operator, its webhook Jobs, kube-state-metrics: runAsNonRoot with a UID, RuntimeDefault
+#   seccomp, a read-only root, no capabilities, probes: the charts' defaults, kept.
+# - Prometheus and Alertmanager: the pods' securityContext is the chart's (runAsNonRoot 1000:2000,
+#   RuntimeDefault); the containers' are the operator's own (read-only root, no escalation, drop ALL:
+#   prometheus-operator v0.93 pkg/prometheus/server/statefulset.go, pkg/operator/config_reloader.go), and
+#   so are their probes. The config reloader's probes are off by default; on here (enableProbe:
+#   --enable-config-reloader-probes, its /healthz).
+# - Grafana: the chart runs it as 472 with RuntimeDefault and no capabilities; its root filesystem stays
+#   writable (Grafana writes under /var/lib/grafana and its log and plugin paths, which the chart mounts
+#   only in part).
+# - node-exporter: needs the host's network, PID namespace and root filesystem (read-only hostPath) to
+#   report the node; it runs as nobody with a read-only root (chart defaults), and here also without
+#   privilege escalation or capabilities, under RuntimeDefault seccomp.
+# - dcgm-exporter: root with SYS_ADMIN, which DCGM's profiling counters (DCGM_FI_PROF_*, used by the
+#   dashboards) need (the chart's values.yaml says so); no escalation, everything else dropped: as shipped.
+NODE_EXPORTER_POD_SECURITY = {"fsGroup": hardening.NOBODY, **hardening.pod_security_context(hardening.NOBODY)}
 
 # dcgm-exporter's counters: the chart's own list (deployment/templates/metrics-configmap.yaml at
 # 4.5.3-4.8.2) and, from etc/default-counters.csv's commented fields, SM activity and ECC errors
@@ -155,7 +180,9 @@ def kube_prometheus_stack_values(fp: Footprint, cluster_name: str, region: str, 
         "defaultRules": {"rules": {"etcd": False, "kubeControllerManager": False, "kubeSchedulerAlerting": False,
                                    "kubeSchedulerRecording": False, "kubeProxy": False}},
         "prometheusOperator": {**_system({"resources": OPERATOR_RESOURCES}),
-                               "admissionWebhooks": {"patch": _system()}},
+                               "admissionWebhooks": {"patch": _system({"resources": WEBHOOK_JOB_RESOURCES})},
+                               "prometheusConfigReloader": {"enableProbe": True,
+                                                            "resources": CONFIG_RELOADER_RESOURCES}},
         "prometheus": prometheus_values(fp, cluster_name, remote_write_url, region),
         "alertmanager": {"serviceAccount": {"create": True, "name": ALERTMANAGER_SERVICE_ACCOUNT},
                          "config": alertmanager_config, "alertmanagerSpec": am_spec},
@@ -177,5 +204,7 @@ def kube_prometheus_stack_values(fp: Footprint, cluster_name: str, region: str, 
                                       f"pods=[{','.join(metrics.POD_LABELS_ALLOWED)}]"],
         },
         # On every node, GPU nodes included (the chart tolerates every NoSchedule taint).
-        "prometheus-node-exporter": {"resources": NODE_EXPORTER_RESOURCES},
+        "prometheus-node-exporter": {"resources": NODE_EXPORTER_RESOURCES,
+                                     "securityContext": dict(NODE_EXPORTER_POD_SECURITY),
+                                     "containerSecurityContext": hardening.container_security_context()},
     }
