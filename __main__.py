@@ -1,13 +1,16 @@
-"""gpucluster: config -> network -> cluster | storage -> GPU pools -> plugins, volume, monitoring
--> autoscaler, operators -> queue -> jobs; delete hooks keep data on the way out."""
+"""gpucluster: config -> network -> cluster | storage -> GPU and CPU pools -> plugins, volume, image cache,
+monitoring -> autoscaler, operators -> queue -> jobs; delete hooks keep data on the way out."""
 
 import pulumi
 import pulumi_aws as aws
 
 from components.aws import lookups
 from components.aws.cluster import Cluster, ClusterArgs
+from components.aws.cpu_pool import CpuNodePool, CpuNodePoolArgs
 from components.aws.gpu_pool import GpuNodePool, GpuNodePoolArgs
+from components.aws.image_cache import ImageCache, ImageCacheArgs
 from components.aws.network import Network, NetworkArgs
+from components.aws.node_group import NodeGroupSettings
 from components.aws.storage import Storage, StorageArgs
 from components.core.config.values import is_admin
 from components.core.observability import access, dashboards
@@ -60,13 +63,17 @@ storage = Storage(f"{name}-storage", StorageArgs(
     system_security_group_id=cluster.cluster_security_group_id if cfg.observability.tensorboard_on else None,
     hooks=hooks))
 
-pools = {pool.name: GpuNodePool(f"{name}-{pool.name}", GpuNodePoolArgs(
-    pool=pool, cluster_name=cluster.name, kubernetes_version=cfg.kubernetes_version,
-    ami_release_version=cfg.versions.ami_release_version, vpc_id=network.vpc_id,
-    subnet_id=network.gpu_subnet_id, availability_zone=zones.gpu_zone,
-    security_group_ids=[cluster.cluster_security_group_id, network.node_security_group_id],
-    node_role_arn=cluster.node_role.arn, tags=cfg.tags, depends_on=cluster.node_prerequisites, paused=cfg.paused,
+# Every pool in the GPU zone: EFA does not cross zones, and parameter servers sit beside their workers.
+node_groups = NodeGroupSettings(
+    cluster_name=cluster.name, kubernetes_version=cfg.kubernetes_version,
+    ami_release_version=cfg.versions.ami_release_version, subnet_id=network.gpu_subnet_id,
+    node_role_arn=cluster.node_role.arn, tags=cfg.tags, depends_on=cluster.node_prerequisites, paused=cfg.paused)
+node_security_groups = [cluster.cluster_security_group_id, network.node_security_group_id]
+pools: dict[str, GpuNodePool | CpuNodePool] = {pool.name: GpuNodePool(f"{name}-{pool.name}", GpuNodePoolArgs(
+    pool=pool, node_group=node_groups, vpc_id=network.vpc_id, security_group_ids=node_security_groups,
 )) for pool in cfg.gpu_pools}
+pools.update({pool.name: CpuNodePool(f"{name}-{pool.name}", CpuNodePoolArgs(
+    pool=pool, node_group=node_groups, security_group_ids=node_security_groups)) for pool in cfg.cpu_pools})
 
 plugins = DevicePlugins(f"{name}-device-plugins", DevicePluginsArgs(
     pools=cfg.gpu_pools, region=cfg.region, provider=cluster.provider, depends_on=[cluster.system_nodes]))
@@ -74,22 +81,32 @@ volume = FsxVolume(f"{name}-fsx", FsxVolumeArgs(
     storage=storage, cluster_name=cluster.name, provider=cluster.provider, namespace=cfg.training_namespace,
     namespace_resource=cluster.training_namespace, addon_version=cfg.versions.addons["aws-fsx-csi-driver"],
     depends_on=[cluster.system_nodes, *cluster.core_addons], tags=cfg.tags))
+# Public ECR images (the Deep Learning Containers, jobs' own) come from the account's registry in the region.
+image_cache = ImageCache(f"{name}-image-cache", ImageCacheArgs(
+    cluster_name=name, region=cfg.region, account_id=caller.account_id, partition=partition,
+    node_role_name=cluster.node_role.name, provider=cluster.provider, namespace=cfg.training_namespace,
+    namespace_resource=cluster.training_namespace, hooks=hooks, depends_on=[cluster.system_nodes],
+)) if cfg.image_cache else None
+cached = [image_cache] if image_cache is not None else []
+cache_base = image_cache.base if image_cache is not None else None
+
 # Prometheus, Grafana and the exporters first: the other charts' ServiceMonitors need their CRDs.
 monitoring = Monitoring(f"{name}-monitoring", MonitoringArgs(
     config=cfg, cluster=cluster.name, provider=cluster.provider, file_system_id=storage.file_system_id,
     claim_name=volume.claim_name, claim=volume, training_namespace=cluster.training_namespace,
-    depends_on=[cluster.system_nodes, *cluster.core_addons])) if cfg.observability.enabled else None
+    depends_on=[cluster.system_nodes, *cluster.core_addons, *cached],
+    image_cache=cache_base)) if cfg.observability.enabled else None
 metrics_crds = monitoring.crds_ready if monitoring is not None else []
 autoscaler = ClusterAutoscaler(f"{name}-autoscaler", ClusterAutoscalerArgs(
     cluster_name=name, cluster=cluster.name, region=cfg.region, account_id=caller.account_id, partition=partition,
-    kubernetes_version=cfg.kubernetes_version, pools=cfg.gpu_pools, provider=cluster.provider,
+    kubernetes_version=cfg.kubernetes_version, pools=cfg.all_pools, provider=cluster.provider,
     depends_on=[cluster.system_nodes, *cluster.core_addons, *metrics_crds], tags=cfg.tags,
     metrics=monitoring is not None))
 operators = Operators(f"{name}-operators", OperatorsArgs(
     provider=cluster.provider, pools=cfg.gpu_pools, jobs=cfg.jobs, claim_name=volume.claim_name,
     depends_on=[cluster.system_nodes], metrics_crds=metrics_crds))
 queue = Queue(f"{name}-queue", QueueArgs(
-    pools=cfg.gpu_pools, system_nodes=cfg.system_nodes, namespace=cfg.training_namespace,
+    pools=cfg.all_pools, system_nodes=cfg.system_nodes, namespace=cfg.training_namespace,
     namespace_resource=cluster.training_namespace, provider=cluster.provider, stop_policy=cfg.stop_policy,
     metrics=monitoring is not None, depends_on=[operators, *metrics_crds]))
 
@@ -97,11 +114,12 @@ for index, job in enumerate(cfg.jobs):
     TrainingJob(f"{name}-{job.name}", TrainingJobArgs(
         job=job, pool=cfg.pool(job.pool), namespace=cfg.training_namespace, claim_name=volume.claim_name,
         provider=cluster.provider, storage=cfg.storage, prices=cfg.prices,
-        secret_env={k: job.env[k] for k in cfg.secret_env(index)},
-        depends_on=[operators, queue, volume, plugins, pools[job.pool]]))
+        secret_env={k: job.env[k] for k in cfg.secret_env(index)}, ps_pool=cfg.ps_pool_of(job),
+        image_cache=cache_base, depends_on=[operators, queue, volume, plugins, pools[job.pool], *cached,
+                    *([pools[job.ps_pool]] if job.launcher == "ps" else [])]))
 fabric_tests = {pool.name: FabricTest(f"{name}-{pool.name}-fabric-test", FabricTestArgs(
-    pool=pool, namespace=cfg.training_namespace, provider=cluster.provider,
-    depends_on=[operators, queue, plugins, pools[pool.name], cluster.training_namespace],
+    pool=pool, namespace=cfg.training_namespace, provider=cluster.provider, image_cache=cache_base,
+    depends_on=[operators, queue, plugins, pools[pool.name], cluster.training_namespace, *cached],
 )) for pool in cfg.gpu_pools if pool.fabric_test}
 
 reserved = {pool: block.instance_count for pool, block in blocks.items()}
@@ -112,7 +130,9 @@ pulumi.export("region", cfg.region)
 pulumi.export("gpuAvailabilityZone", zones.gpu_zone)
 pulumi.export("zones", zones.describe())
 pulumi.export("vpcId", network.vpc_id)
-pulumi.export("gpuNodeGroups", {n: p.node_group_name for n, p in pools.items()})
+pulumi.export("gpuNodeGroups", {p.name: pools[p.name].node_group_name for p in cfg.gpu_pools})
+if cfg.cpu_pools:
+    pulumi.export("cpuNodeGroups", {p.name: pools[p.name].node_group_name for p in cfg.cpu_pools})
 pulumi.export("bucketName", storage.bucket_name)
 pulumi.export("bucketRetainedOnDestroy", storage.bucket_adopted or cfg.storage.retain_on_destroy)
 pulumi.export("paused", {"paused": cfg.paused, "stopPolicy": cfg.stop_policy})
@@ -120,6 +140,7 @@ pulumi.export("fileSystemId", storage.file_system_id)
 pulumi.export("fileSystemDnsName", storage.dns_name)
 pulumi.export("fileSystemMountName", storage.mount_name)
 pulumi.export("fsxClaimName", volume.claim_name)
+pulumi.export("imageCache", cache_base)
 pulumi.export("localQueue", f"{cfg.training_namespace}/{queue.local_queue_name}")
 pulumi.export("expectedBusBandwidthGBps", {n: t.expected_busbw_gbps for n, t in fabric_tests.items()})
 if monitoring is not None:

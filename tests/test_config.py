@@ -347,9 +347,9 @@ def test_launcher_specific_keys_are_not_silently_ignored():
         {**JOB, "name": "t", "pool": "dev", "nodes": 1, "launcher": "torchrun",
          "runPolicy": {"backoffLimit": 2, "activeDeadlineSeconds": 600}}]})
     assert found == [
-        "gpucluster:jobs[0].maxRestarts: applies to launcher torchrun (the TrainJob's JobSet restarts); an MPIJob "
-        "retries with runPolicy.backoffLimit",
-        "gpucluster:jobs[1].runPolicy.backoffLimit: applies to launcher mpirun (MPIJob) only; a torchrun TrainJob "
+        "gpucluster:jobs[0].maxRestarts: applies to launchers torchrun and ps (the JobSet restarts the gang); an "
+        "MPIJob retries with runPolicy.backoffLimit",
+        "gpucluster:jobs[1].runPolicy.backoffLimit: applies to launcher mpirun (MPIJob) only; a torchrun job "
         "restarts with maxRestarts and its pods end with it"]
 
 
@@ -367,7 +367,7 @@ def test_required_pool_and_job_fields():
     assert "gpucluster:gpuPools[0].instanceType: is required (a GPU instance type)" in found
     assert "gpucluster:gpuPools[0].maxNodes: is required (an integer from 1 to 450)" in found
     assert "gpucluster:jobs[0].pool: is required (the name of a gpuPools entry)" in found
-    assert "gpucluster:jobs[0].launcher: is required (one of mpirun, torchrun)" in found
+    assert "gpucluster:jobs[0].launcher: is required (one of mpirun, torchrun, ps)" in found
 
 
 def test_placement_group_defaults_follow_reservations():

@@ -14,6 +14,7 @@ from components.hooks import (
     ENI_HOOK,
     EXPORT_HOOK,
     FSX_TASKS_HOOK,
+    IMAGES_HOOK,
     SKIP_EXPORT_ENV,
     VOLUMES_HOOK,
     HookSettings,
@@ -187,11 +188,11 @@ def test_hooks_have_stable_names_and_are_all_registered():
     mocks.run_program(stack_raw("dev"), "dev", program=program)
     hooks = registered[0]
     names = {hooks.export_to_s3.name, hooks.wait_for_fsx_tasks.name, hooks.keep_bucket_data.name,
-             hooks.release_leaked_enis.name, hooks.release_metrics_volumes.name}
+             hooks.release_leaked_enis.name, hooks.release_metrics_volumes.name, hooks.delete_cached_images.name}
     # The state records these names: renaming one orphans the hooks of deployed stacks.
-    assert names == {EXPORT_HOOK, FSX_TASKS_HOOK, BUCKET_HOOK, ENI_HOOK, VOLUMES_HOOK} == {
+    assert names == {EXPORT_HOOK, FSX_TASKS_HOOK, BUCKET_HOOK, ENI_HOOK, VOLUMES_HOOK, IMAGES_HOOK} == {
         "gpucluster-export-fsx-to-s3", "gpucluster-wait-for-fsx-tasks", "gpucluster-keep-bucket-data",
-        "gpucluster-release-leaked-enis", "gpucluster-release-metrics-volumes"}
+        "gpucluster-release-leaked-enis", "gpucluster-release-metrics-volumes", "gpucluster-delete-cached-images"}
 
 
 def test_settings_come_from_the_stack():

@@ -13,8 +13,9 @@ import pytest
 import yaml
 
 from bootstrap.offline import mocks
-from components.aws.gpu_pool import AUTOSCALED_PROPERTY, GpuNodePool, GpuNodePoolArgs
+from components.aws.gpu_pool import GpuNodePool, GpuNodePoolArgs
 from components.aws.lookups import Reservation, reservation_problems
+from components.aws.node_group import AUTOSCALED_PROPERTY, NodeGroupSettings
 from components.core import config, versions
 from components.core.config import GpuPoolConfig
 from components.core.hardware import catalog
@@ -230,10 +231,11 @@ def pools_program(cfg: config.StackConfig):
     def program():
         for p in cfg.gpu_pools:
             GpuNodePool(p.name, GpuNodePoolArgs(
-                pool=p, cluster_name=cfg.cluster_name, kubernetes_version=cfg.kubernetes_version,
-                ami_release_version=cfg.versions.ami_release_version, vpc_id="vpc-0gpucluster0000000", subnet_id=GPU_SUBNET, availability_zone=GPU_ZONE,
-                security_group_ids=list(BASE_SGS), node_role_arn="arn:aws:iam::000000000000:role/nodes",
-                tags=cfg.tags))
+                pool=p, node_group=NodeGroupSettings(
+                    cluster_name=cfg.cluster_name, kubernetes_version=cfg.kubernetes_version,
+                    ami_release_version=cfg.versions.ami_release_version, subnet_id=GPU_SUBNET,
+                    node_role_arn="arn:aws:iam::000000000000:role/nodes", tags=cfg.tags),
+                vpc_id="vpc-0gpucluster0000000", security_group_ids=list(BASE_SGS)))
     return program
 
 

@@ -49,7 +49,7 @@ def workload(job: dict, priority: int, created: str, admitted_at: str | None = N
 
 def kueue(fake: FakeKube, obj: dict) -> None:
     """Kueue's webhook and controller, as far as submit sees them: a pending Workload for a new job."""
-    if obj["kind"] in ("MPIJob", "TrainJob"):
+    if obj["kind"] in ("MPIJob", "TrainJob", "JobSet"):
         fake.add(workload(obj, 100, "2026-12-05T11:59:00Z"))
 
 
@@ -105,6 +105,17 @@ def test_submit_renders_what_the_stack_would_and_says_where_it_queues(cluster, c
                       "instanceType": "p5.48xlarge", "pricePerHour": 110.08, "deadlineSeconds": 163517,
                       "created": ["MPIJob gpt-pretrain"], "admitted": False,
                       "queue": {"clusterQueue": "gpu", "position": 2, "pending": 2, "ahead": ["llama-70b"]}}
+
+
+def test_submit_pulls_public_ecr_images_through_the_stacks_cache(cluster, capsys):
+    base = "210987654321.dkr.ecr.us-east-1.amazonaws.com/gpucluster-prod"
+    cluster.add({"apiVersion": "v1", "kind": "ConfigMap", "data": {"publicEcrCache": base},
+                 "metadata": {"name": "gpucluster-images", "namespace": NS}})
+    assert submit.main(["--stack", "prod", "gpt-pretrain"], sleep=lambda _: None) == 0
+    (created,) = cluster.objects("MPIJob")
+    images = {c["image"] for spec in created["spec"]["mpiReplicaSpecs"].values()
+              for c in spec["template"]["spec"]["containers"]}
+    assert images == {f"{base}/deep-learning-containers/pytorch:2.13.0-cu133-amzn2023"}
 
 
 def test_submit_text_output(cluster, capsys):

@@ -323,8 +323,10 @@ def test_efa_counters_run_on_efa_nodes_of_published_pinned_images(prod, run_stac
     (ds,) = objects(prod, "DaemonSet")
     pod = ds["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == {"vpc.amazonaws.com/efa.present": "true"}
-    assert [c["image"] for c in pod["containers"]] == ["public.ecr.aws/docker/library/busybox:1.37.0",
-                                                       "quay.io/prometheus/node-exporter:v1.12.1"]
+    # busybox from public ECR, through the stack's pull-through cache (tests/test_image_cache.py).
+    assert [c["image"] for c in pod["containers"]] == [
+        "000000000000.dkr.ecr.us-east-1.amazonaws.com/gpucluster-prod/docker/library/busybox:1.37.0",
+        "quay.io/prometheus/node-exporter:v1.12.1"]
     assert [v for v in pod["volumes"] if "hostPath" in v] == [
         {"name": "sys", "hostPath": {"path": "/sys", "type": "Directory"}}]
     assert all(m["readOnly"] for c in pod["containers"] for m in c["volumeMounts"] if m["name"] == "sys")
@@ -334,7 +336,8 @@ def test_efa_counters_run_on_efa_nodes_of_published_pinned_images(prod, run_stac
 
 
 def test_three_dashboards_in_configmaps_the_sidecar_loads(prod):
-    maps = [o for o in objects(prod, "ConfigMap") if o["metadata"]["name"].startswith("gpucluster-")]
+    maps = [o for o in objects(prod, "ConfigMap") if o["metadata"]["name"].startswith("gpucluster-")
+            and o["metadata"].get("namespace") == "monitoring"]
     assert sorted(o["metadata"]["name"] for o in maps) == ["gpucluster-cluster", "gpucluster-job",
                                                            "gpucluster-node-health"]
     for cm in maps:
@@ -368,8 +371,10 @@ def test_tensorboard_serves_the_file_system_read_only_from_the_system_nodes(prod
     (board,) = [o for o in objects(prod, "Deployment") if o["metadata"]["name"] == "tensorboard"]
     pod = board["spec"]["template"]["spec"]
     assert board["metadata"]["namespace"] == "training" and pod["nodeSelector"] == nodepool.SYSTEM_NODE_LABEL
-    assert pod["volumes"] == [{"name": "fsx", "persistentVolumeClaim": {"claimName": "fsx", "readOnly": True}}]
-    assert pod["containers"][0]["volumeMounts"] == [{"name": "fsx", "mountPath": "/fsx", "readOnly": True}]
+    assert pod["volumes"] == [{"name": "fsx", "persistentVolumeClaim": {"claimName": "fsx", "readOnly": True}},
+                              {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}]  # its .tensorboard-info
+    assert pod["containers"][0]["volumeMounts"] == [{"name": "fsx", "mountPath": "/fsx", "readOnly": True},
+                                                    {"name": "tmp", "mountPath": "/tmp"}]
     assert "--logdir=/fsx/tensorboard" in pod["containers"][0]["command"]
 
 
@@ -514,7 +519,8 @@ def test_the_sums_count_daemonsets_per_node_and_the_metrics_stack_only_when_on()
     on = system_nodes.capacity(stack_config("prod"))
     off = system_nodes.capacity(stack_config("prod", {"gpucluster:observability": {"enabled": False}}))
     prometheus = footprint(stack_config("prod")).prometheus_resources["requests"]
-    stack_cpu = 500 + 100 + 20 + (100 + 2 * 10) + 50 + 3 * 20 + 100  # prometheus, operator, AM, grafana, KSM, NE x3, TB
+    # prometheus, operator, AM, the two config reloaders, grafana, KSM, NE x3, TB
+    stack_cpu = 500 + 100 + 20 + 2 * 10 + (100 + 2 * 10) + 50 + 3 * 20 + 100
     assert on.requested_cpu_m - off.requested_cpu_m == stack_cpu
     assert prometheus["cpu"] == "500m"
     assert system_nodes.allocatable("m7i.large") == (1930, 7108)

@@ -47,7 +47,9 @@ def test_dev_plan_report(dev_report):
         "name": "dev", "instanceType": "g6e.xlarge", "gpuModel": "L40S", "gpusPerNode": 1, "minNodes": 0,
         "maxNodes": 2, "gpusMax": 2, "efaInterfaces": 0, "networkGbps": None, "placement": "none",
         "capacityType": "ON_DEMAND", "pricePerNodeHour": 1.861, "costPerHourMin": 0.0, "costPerHourMax": 3.72,
+        "instanceTypes": ["g6e.xlarge"], "interruptible": False,
     }
+    assert r["cpuPools"] == []
     cost = r["cost"]
     assert cost["minPerHour"] == pytest.approx(sum(x["minPerHour"] for x in cost["lines"]), abs=1e-3)
     # min: control plane 0.10 + 1 NAT 0.045 + 2 x m7i.large 0.2016 + FSx 1200 GiB SCRATCH_2
@@ -207,8 +209,8 @@ def test_bad_stack_prints_every_problem_without_traceback(tmp_path):
         "gpucluster: 3 configuration problems:",
         "  - gpucluster:kubernetesVersion: got '1.20'; allowed: 1.32, 1.33, 1.34, 1.35, 1.36",
         "  - gpucluster:gpuPools[0].maxNodes: got 2; must be >= minNodes (3)",
-        "  - gpucluster:typo: unknown key; known keys: adminPrincipalArns, alertSlackWebhookUrl, clusterName, deployerInVpc, "
-        "gpuAvailabilityZone, gpuPools, jobs, kubernetesVersion, network, observability, pauseMode, paused, prices, "
+        "  - gpucluster:typo: unknown key; known keys: adminPrincipalArns, alertSlackWebhookUrl, clusterName, "
+        "cpuPools, deployerInVpc, gpuAvailabilityZone, gpuPools, imageCache, jobs, kubernetesVersion, network, observability, pauseMode, paused, prices, "
         "publicAccessCidrs, storage, systemNodes, tags, trainingNamespace, versions",
     ]
     assert result.stdout == ""

@@ -22,6 +22,7 @@ CORE_LAYERS = {
     "problems": 0,
     "versions": 0,
     "namespaces": 0,
+    "images": 0,
     "hardware": 1,
     "config": 2,
     "storage": 3,

@@ -118,7 +118,8 @@ def test_a_retained_bucket_has_no_guard_and_a_deletable_one_does(prod, dev):
 
 def test_no_other_resource_has_hooks(prod):
     hooked = {r.type for r in prod.resources if r.hooks}
-    assert hooked == {DRA, FSX, "aws:ec2/subnet:Subnet", "aws:eks/cluster:Cluster"}
+    assert hooked == {DRA, FSX, "aws:ec2/subnet:Subnet", "aws:eks/cluster:Cluster",
+                      "aws:ecr/pullThroughCacheRule:PullThroughCacheRule"}
 
 
 # -- the bucket a previous destroy kept ------------------------------------------------------

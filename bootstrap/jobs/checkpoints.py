@@ -31,7 +31,10 @@ def directory(job: dict[str, Any]) -> str | None:
             if arg.startswith(f"{ENV}="):
                 return arg.split("=", 1)[1]
         return None
-    for item in (spec.get("trainer") or {}).get("env") or []:
+    env = (spec.get("trainer") or {}).get("env") or []
+    if job["kind"] == "JobSet":
+        env = spec["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0].get("env") or []
+    for item in env:
         if item.get("name") == ENV:
             return item.get("value")
     return None

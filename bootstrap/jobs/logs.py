@@ -52,6 +52,14 @@ def source(job: dict[str, Any], pods: list[dict[str, Any]], rank: int | None) ->
                         "(`python -m bootstrap status` says whether it is queued or waiting for nodes)")
         note = "mpirun in the launcher: every rank" if rank is None else f"rank {rank}'s lines of mpirun's output"
         return Source(_newest(launchers)["metadata"]["name"], "launcher", rank, note)
+    if job["kind"] == "JobSet":  # `launcher: ps`: the chief runs the training loop; --rank N is worker N
+        role, index = ("chief", 0) if rank is None else ("worker", rank)
+        pods = [p for p in pods if (p["metadata"].get("labels") or {}).get(
+            "jobset.sigs.k8s.io/replicatedjob-name") == role and _index(p) == index]
+        if not pods:
+            raise NoPod(f"{name} has no {role} {index} pod yet (queued, or its nodes are still being added)")
+        return Source(_newest(pods)["metadata"]["name"], None, None,
+                      "the chief (the training loop)" if rank is None else f"worker {rank}")
     per_node = int((job.get("spec") or {}).get("trainer", {}).get("numProcPerNode") or 1)
     node = 0 if rank is None else rank // per_node
     candidates = [p for p in pods if _index(p) == node]

@@ -11,10 +11,11 @@ from bootstrap.cluster import kinds
 from bootstrap.cluster.api import Kube, KubeError
 from bootstrap.jobs import logs, state
 from bootstrap.jobs.render import MANAGED_BY, PULUMI, SUBMITTED, Submission, SubmitError
+from components.core import images
 from components.core.kube import workers
 
 WORKLOAD_WAIT_SECONDS = 10  # Kueue makes a job's Workload within a second or two of its creation
-JOB_KINDS = (kinds.MPIJOB, kinds.TRAINJOB)
+JOB_KINDS = (kinds.MPIJOB, kinds.TRAINJOB, kinds.JOBSET)  # a TrainJob's own JobSet is found as the TrainJob
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,12 @@ def submit(kube: Kube, sub: Submission, sleep: Callable[[float], None] = time.sl
     return Submitted(job, tuple(created), workload, position)
 
 
+def image_cache(kube: Kube, namespace: str) -> str | None:
+    """Where the stack's pull-through cache serves public ECR images (its ConfigMap), None without one."""
+    config_map = kube.get(kinds.CONFIG_MAP, images.CONFIG_MAP_NAME, namespace)
+    return ((config_map or {}).get("data") or {}).get(images.CONFIG_MAP_KEY)
+
+
 def find(kube: Kube, name: str, namespace: str) -> dict[str, Any]:
     for kind in JOB_KINDS:
         if (job := kube.get(kind, name, namespace)) is not None:
@@ -76,6 +83,7 @@ def jobs(kube: Kube, namespace: str) -> list[dict[str, Any]]:
     found = []
     for kind in JOB_KINDS:
         try:
+            # A TrainJob's JobSet carries no part-of label of ours: only `launcher: ps` JobSets are listed.
             found += kube.list(kind, namespace, "app.kubernetes.io/part-of=gpucluster")
         except KubeError as err:
             if not err.not_found:  # the CRD is not installed: no jobs of that kind

@@ -60,12 +60,12 @@ def _mark(obj: dict[str, Any]) -> dict[str, Any]:
     return obj
 
 
-def build(cfg: StackConfig, index: int, from_file: bool) -> Submission:
+def build(cfg: StackConfig, index: int, from_file: bool, image_cache: str | None = None) -> Submission:
     job = cfg.jobs[index]
     pool = cfg.pool(job.pool)
     secret = cfg.secret_env(index)
     manifest = _mark(launcher.job_manifest(job, pool, launcher.JobContext(
-        cfg.training_namespace, CLAIM_NAME, cfg.storage, cfg.prices), secret))
+        cfg.training_namespace, CLAIM_NAME, cfg.storage, cfg.prices, cfg.cpu_pools, image_cache), secret))
     runtime = None
     if job.launcher == "torchrun":
         runtime = _mark(trainer.runtime(pool, job.max_restarts, CLAIM_NAME, job.mount_path,
@@ -76,11 +76,11 @@ def build(cfg: StackConfig, index: int, from_file: bool) -> Submission:
             "name": workers.scripts_config_map_name(job.name), "namespace": cfg.training_namespace,
             "labels": workers.labels(job.name, pool)}, "data": script_files(job.scripts)})
     return Submission(job, pool, cfg.training_namespace, manifest, runtime, config_map, secret,
-                      teardown.deadline_seconds(job, pool, cfg.prices),
-                      job.nodes * cfg.price(pool.instance_type))
+                      teardown.deadline_seconds(job, pool, cfg.prices, cfg.ps_pool_of(job)),
+                      teardown.job_price_per_hour(job, pool, cfg.prices, cfg.ps_pool_of(job)))
 
 
-def from_stack(cfg: StackConfig, name: str) -> Submission:
+def from_stack(cfg: StackConfig, name: str, image_cache: str | None = None) -> Submission:
     """A job of the stack by name; one `pulumi up` starts itself is refused (Pulumi owns that object)."""
     names = [j.name for j in cfg.jobs]
     if name not in names:
@@ -91,10 +91,10 @@ def from_stack(cfg: StackConfig, name: str) -> Submission:
         raise SubmitError(f"job {name!r} is started by `pulumi up` (startOnUp: true), which owns it: submitting it "
                           f"too would fight Pulumi; set gpucluster:jobs[{index}].startOnUp: false (then `pulumi "
                           "up` leaves it to submit) or submit a job file")
-    return build(cfg, index, from_file=False)
+    return build(cfg, index, from_file=False, image_cache=image_cache)
 
 
-def from_file(stack: str, path: Path, stack_file: Path | None = None) -> Submission:
+def from_file(stack: str, path: Path, stack_file: Path | None = None, image_cache: str | None = None) -> Submission:
     """A job file (one `gpucluster:jobs[]` entry, YAML) checked against the stack as if it were one of its jobs."""
     entry = read_job_file(path)
     cfg, _, _ = stackfile.load_stack(stack, stack_file=stack_file, standins=True,
@@ -103,7 +103,7 @@ def from_file(stack: str, path: Path, stack_file: Path | None = None) -> Submiss
     if cfg.jobs[0].name in stack_jobs:
         raise SubmitError(f"{path}: job name {cfg.jobs[0].name!r} is a job of stack {stack}; give this one its own "
                           "name (submit the stack's with `submit --stack {stack} {name}`)")
-    return build(cfg, 0, from_file=True)
+    return build(cfg, 0, from_file=True, image_cache=image_cache)
 
 
 def read_job_file(path: Path) -> dict[str, Any]:

@@ -5,7 +5,8 @@ Conditions as the pinned operators write them: MPIJob (MPI Operator
 v0.8.2, pkg/apis/kubeflow/v2beta1/types.go) Created, Running, Restarting,
 Succeeded, Failed, Suspended and status.startTime/completionTime; TrainJob
 (Trainer v2.3.0, trainjob_types.go) Suspended, Complete, Failed; Workload
-(Kueue v0.19.2, v1beta2) QuotaReserved, Admitted, Evicted, Finished and
+(Kueue v0.19.2, v1beta2) QuotaReserved, Admitted, Evicted, Finished; JobSet
+(v0.12.0) Completed, Failed, Suspended; and Workload's
 status.admission.clusterQueue. Kueue suspends a queued job and unsuspends
 it on admission, so "Queued" is a job whose Workload is not admitted yet.
 """
@@ -50,7 +51,7 @@ def workload_of(job: dict[str, Any], workloads: list[dict[str, Any]]) -> dict[st
 
 
 def phase(job: dict[str, Any], workload: dict[str, Any] | None) -> str:
-    if condition(job, "Succeeded") or condition(job, "Complete"):
+    if condition(job, "Succeeded") or condition(job, "Complete") or condition(job, "Completed"):
         return SUCCEEDED
     if condition(job, "Failed"):
         return FAILED
@@ -69,9 +70,13 @@ def _trainjob_ready(job: dict[str, Any]) -> bool:
 
 
 def nodes(job: dict[str, Any]) -> int:
+    """GPU nodes: an MPIJob's workers, a TrainJob's numNodes, a parameter-server JobSet's workers."""
     spec = job.get("spec") or {}
     if job["kind"] == "MPIJob":
         return int(spec["mpiReplicaSpecs"]["Worker"].get("replicas") or 0)
+    if job["kind"] == "JobSet":
+        return sum(int(rj["template"]["spec"].get("parallelism") or 1) * int(rj.get("replicas") or 1)
+                   for rj in spec.get("replicatedJobs") or [] if rj["name"] == "worker")
     return int((spec.get("trainer") or {}).get("numNodes") or 0)
 
 
@@ -87,7 +92,7 @@ def ended_at(job: dict[str, Any]) -> datetime | None:
     status = job.get("status") or {}
     if status.get("completionTime"):
         return parse_time(status["completionTime"])
-    for kind in ("Succeeded", "Complete", "Failed"):
+    for kind in ("Succeeded", "Complete", "Completed", "Failed"):
         if found := condition(job, kind):
             return parse_time(found.get("lastTransitionTime"))
     return None
@@ -95,8 +100,13 @@ def ended_at(job: dict[str, Any]) -> datetime | None:
 
 def deadline_seconds(job: dict[str, Any]) -> int | None:
     spec = job.get("spec") or {}
-    seconds = ((spec.get("runPolicy") or {}).get("activeDeadlineSeconds") if job["kind"] == "MPIJob"
-               else spec.get("activeDeadlineSeconds"))
+    if job["kind"] == "MPIJob":
+        seconds = (spec.get("runPolicy") or {}).get("activeDeadlineSeconds")
+    elif job["kind"] == "JobSet":
+        seconds = next((rj["template"]["spec"].get("activeDeadlineSeconds")
+                        for rj in spec.get("replicatedJobs") or []), None)
+    else:
+        seconds = spec.get("activeDeadlineSeconds")
     if seconds is None:
         label = (job["metadata"].get("labels") or {}).get(DEADLINE_LABEL)
         seconds = int(label) if label and label.isdigit() else None

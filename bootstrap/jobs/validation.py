@@ -17,7 +17,7 @@ from typing import Any
 
 from bootstrap.cluster import kinds
 from bootstrap.cluster.api import Kube
-from bootstrap.jobs import state
+from bootstrap.jobs import ops, state
 from bootstrap.offline.nccl_log import judge, parse_log
 from components.core.config import GpuPoolConfig
 from components.core.kube import nodepool, validation
@@ -122,7 +122,7 @@ def run_stage(kube: Kube, pool: GpuPoolConfig, stage: str, namespace: str, claim
               say: Callable[[str], None], sleep: Callable[[float], None] = time.sleep,
               clock: Callable[[], float] = time.monotonic) -> StageResult:
     """Submit, wait with progress, judge; the job is deleted however this ends (Ctrl-C included)."""
-    manifest = validation.mpijob(stage, pool, namespace, claim)
+    manifest = validation.mpijob(stage, pool, namespace, claim, ops.image_cache(kube, namespace))
     name = manifest["metadata"]["name"]
     if kube.get(kinds.MPIJOB, name, namespace) is not None:
         kube.delete(kinds.MPIJOB, name, namespace)  # a run that was cut off before its clean-up

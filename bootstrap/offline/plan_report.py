@@ -55,6 +55,21 @@ def pool_rows(cfg: config.StackConfig) -> list[dict[str, Any]]:
             "placement": "cluster placement group" if pool.uses_placement_group else "none",
             "capacityType": pool.capacity_type, "pricePerNodeHour": price,
             "costPerHourMin": round(pool.min_nodes * price, 2), "costPerHourMax": round(pool.max_nodes * price, 2),
+            "instanceTypes": list(pool.instance_types), "interruptible": pool.is_spot,
+        })
+    return rows
+
+
+def cpu_pool_rows(cfg: config.StackConfig) -> list[dict[str, Any]]:
+    rows = []
+    for pool in cfg.cpu_pools:
+        t, price = pool.instance, cfg.price(pool.instance_type)
+        users = [j.name for j in cfg.jobs if j.launcher == "ps" and j.ps_pool == pool.name]
+        rows.append({
+            "name": pool.name, "instanceType": pool.instance_type, "vcpus": t.vcpus, "memoryGiB": t.memory_gib,
+            "minNodes": pool.min_nodes, "maxNodes": pool.max_nodes, "capacityType": pool.capacity_type,
+            "interruptible": pool.capacity_type == "SPOT", "parameterServersOf": users,
+            "costPerHourMin": round(pool.min_nodes * price, 2), "costPerHourMax": round(pool.max_nodes * price, 2),
         })
     return rows
 
@@ -76,8 +91,9 @@ def storage_summary(cfg: config.StackConfig) -> dict[str, Any]:
 
 def job_rows(cfg: config.StackConfig) -> list[dict[str, Any]]:
     """Each job (and fabric test) with its queue, start order, deadline and worst-case cost."""
+    from components.core import images
     from components.core.kube import admission, launcher, queueing
-    from components.core.planning import jobsizing, teardown
+    from components.core.planning import jobsizing, ps_sizing, startup, teardown
 
     starts = admission.stack_schedule(cfg)
     queue = f"{cfg.training_namespace}/{queueing.LOCAL_QUEUE}"
@@ -96,9 +112,17 @@ def job_rows(cfg: config.StackConfig) -> list[dict[str, Any]]:
         row = {"name": job.name, "launcher": job.launcher, "pool": job.pool, "nodes": job.nodes,
                "gpus": job.nodes * gpus, "queue": queue, "priority": queueing.TRAINING_PRIORITY,
                "startOnUp": job.start_on_up,
-               **_start(starts, job.name), "teardown": teardown.teardown(job, cfg).to_dict(), "sizing": None}
+               **_start(starts, job.name), "teardown": teardown.teardown(job, cfg).to_dict(), "sizing": None,
+               "parameterServers": ({"pool": job.ps_pool, "replicas": job.ps_replicas} if job.launcher == "ps"
+                                    else None)}
+        cached = cfg.image_cache and job.image.startswith(f"{images.PUBLIC_ECR}/")
+        pulling = job.nodes + (job.ps_replicas if job.launcher == "ps" else 0)
+        row["timeToFirstStep"] = startup.time_to_first_step(pulling, gpu=True, through_cache=cached).to_dict()
         if job.model is not None:
             row["sizing"] = jobsizing.size_job(job, pool, cfg.prices).to_dict()
+            if job.launcher == "ps":
+                row["psSizing"] = ps_sizing.size_ps(job.model.params, job.ps_replicas, job.nodes,
+                                                    cfg.cpu_pool(job.ps_pool).instance_type).to_dict()
         rows.append(row)
     return rows
 
@@ -184,6 +208,7 @@ def build_report(cfg: config.StackConfig, recording: mocks.Recording, standins: 
         "resourceCount": sum(1 for r in recording.resources if r.custom),
         "countsByType": dict(sorted(Counter(r.type for r in recording.resources if r.custom).items())),
         "gpuPools": pool_rows(cfg),
+        "cpuPools": cpu_pool_rows(cfg),
         "storage": storage_summary(cfg),
         "timeToReady": time_to_ready(cfg),
         "jobs": (jobs := job_rows(cfg)),

@@ -7,6 +7,11 @@ from typing import Any
 
 from bootstrap.offline import mocks
 from bootstrap.offline.plan_report import integral
+from components.core.planning import ps_sizing, startup
+
+# EC2 User Guide, "Spot Instance interruption notices"; README, Spot.
+SPOT_NOTE = ("    Spot: EC2 may reclaim a node with two minutes' notice; its job restarts from its last checkpoint "
+             "(README, Spot)")
 
 # Properties worth a glance in the tree, per resource type.
 KEY_PROPERTIES = {
@@ -83,6 +88,21 @@ def render(report: dict[str, Any], tree: list[str]) -> str:
                    f"{p['minNodes']}-{p['maxNodes']} nodes (up to {p['gpusMax']} GPUs), {fabric}, "
                    f"placement: {p['placement']}, {p['capacityType']}, "
                    f"${p['costPerHourMin']:,.2f}/h at min, ${p['costPerHourMax']:,.2f}/h at max")
+        if len(p["instanceTypes"]) > 1:
+            out.append(f"    also launches {', '.join(p['instanceTypes'][1:])} when {p['instanceType']} has no Spot "
+                       "capacity" + (" (more types in a cluster placement group: more insufficient-capacity "
+                                     "errors)" if p["placement"] != "none" else ""))
+        if p["interruptible"]:
+            out.append(SPOT_NOTE)
+    if report["cpuPools"]:
+        out += ["", "CPU pools"]
+    for p in report["cpuPools"]:
+        users = ", ".join(p["parameterServersOf"]) or "no job"
+        out.append(f"  {p['name']}: {p['instanceType']} ({p['vcpus']} vCPUs, {p['memoryGiB']:g} GiB), "
+                   f"{p['minNodes']}-{p['maxNodes']} nodes, {p['capacityType']}, parameter servers of: {users}, "
+                   f"${p['costPerHourMin']:,.2f}/h at min, ${p['costPerHourMax']:,.2f}/h at max")
+        if p["interruptible"]:
+            out.append(SPOT_NOTE)
     s = report["storage"]
     tier = f", {s['throughputPerTiB']} MB/s/TiB" if s["throughputPerTiB"] else ""
     out += ["", "Storage",
@@ -99,6 +119,10 @@ def render(report: dict[str, Any], tree: list[str]) -> str:
     for j in report["jobs"]:
         line = (f"  {j['name']}: {j['launcher']} on {j['pool']}, {j['nodes']} node{'' if j['nodes'] == 1 else 's'}, "
                 f"{j['gpus']} GPU{'' if j['gpus'] == 1 else 's'}")
+        if j.get("parameterServers"):
+            ps = j["parameterServers"]
+            line += (f", {ps['replicas']} parameter server{'' if ps['replicas'] == 1 else 's'} on {ps['pool']} "
+                     "and a chief on the system nodes")
         line += f"; queue {j['queue']}, priority {j['priority']}"
         if not j["startOnUp"]:
             line += ", starts with `python -m bootstrap submit` (startOnUp: false)"
@@ -125,6 +149,10 @@ def render(report: dict[str, Any], tree: list[str]) -> str:
             if z.get("cost_usd") is not None:
                 line += f", ${z['cost_usd']:,.0f}"
         out.append(line)
+        if j.get("timeToFirstStep"):
+            out.append(f"    {startup.render(startup.TimeToFirstStep(**j['timeToFirstStep']))}")
+        if j.get("psSizing"):
+            out.append(f"    {ps_sizing.render(ps_sizing.PsSizing(**j['psSizing']))}")
     if not report["jobs"]:
         out.append("  (none)")
     now = report["startsNow"]

@@ -2,7 +2,10 @@
 
     size --params P [--tokens T] [--gpus N | --instance-type T --nodes K]
          [--zero-stage 0-3] [--tp X] [--pp Y] [--mfu F | --achieved-tflops F]
-         [--recompute] [--json]
+         [--recompute] [--ps-replicas R --ps-instance-type C] [--json]
+
+With --ps-replicas, also the parameter servers of a `launcher: ps` job (one
+worker per node): the memory each holds, the bytes each moves per step.
 
 Exit 0 with a report (or one JSON object with --json); exit 2 with the
 problems on stderr when the input is bad.
@@ -14,6 +17,8 @@ import argparse
 import json
 import sys
 
+from components.core.hardware import catalog
+from components.core.planning import ps_sizing
 from components.core.planning.sizing import ACTIVATION_HEADROOM, SizingError, SizingInput, SizingResult, size
 
 
@@ -37,14 +42,39 @@ def main(argv: list[str]) -> int:
             recompute=args.recompute,
         ))
     except SizingError as err:
-        for message in err.messages:
+        problems = err.messages + _ps_problems(args)
+        for message in problems:
             print(f"size: error: {message}", file=sys.stderr)
         return 2
+    problems = _ps_problems(args)
+    if args.ps_replicas is not None and not result.nodes:
+        problems.append("--ps-replicas needs the workers: --instance-type with --nodes (one worker per node)")
+    if problems:
+        for message in problems:
+            print(f"size: error: {message}", file=sys.stderr)
+        return 2
+    ps = None
+    if args.ps_replicas is not None:
+        ps = ps_sizing.size_ps(result.params, args.ps_replicas, result.nodes, args.ps_instance_type)
     if args.json:
-        print(json.dumps(result.to_dict(), indent=2, allow_nan=False))
+        out = result.to_dict()
+        if ps is not None:
+            out["parameterServers"] = ps.to_dict()
+        print(json.dumps(out, indent=2, allow_nan=False))
     else:
-        print(render(result))
+        print(render(result) + (f"\nPS:        {ps_sizing.render(ps)}" if ps is not None else ""))
     return 0
+
+
+def _ps_problems(args: argparse.Namespace) -> list[str]:
+    if args.ps_replicas is None:
+        return ["--ps-instance-type needs --ps-replicas"] if args.ps_instance_type else []
+    problems = []
+    if args.ps_replicas < 1:
+        problems.append(f"--ps-replicas: got {args.ps_replicas}; must be at least 1")
+    if args.ps_instance_type not in catalog.CPU_TYPES:
+        problems.append(f"--ps-instance-type: got {args.ps_instance_type!r}; allowed: {', '.join(catalog.CPU_TYPES)}")
+    return problems
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -65,6 +95,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--mfu", type=float, help="model FLOPs utilization, 0-1, of the BF16 peak")
     parser.add_argument("--achieved-tflops", type=float, help="achieved TFLOP/s per GPU")
     parser.add_argument("--recompute", action="store_true", help="activation recomputation (8 x P FLOPs/token)")
+    parser.add_argument("--ps-replicas", type=int, help="parameter servers of a `launcher: ps` job")
+    parser.add_argument("--ps-instance-type", help="their CPU instance type (a cpuPools type), e.g. m7i.8xlarge")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     return parser
 

@@ -10,13 +10,13 @@ can scale up from zero. Labels, taints, tags and user data come from
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
 import pulumi_aws as aws
 
+from components.aws import node_group as ng
 from components.core.config import GpuPoolConfig
 from components.core.hardware import efa
 from components.core.kube import nodepool
@@ -25,19 +25,6 @@ from components.core.kube import nodepool
 # EFA driver (EKS User Guide, "Create nodes with optimized accelerated
 # Amazon Linux AMIs"); the node group picks it from ami_type.
 AMI_TYPE = "AL2023_x86_64_NVIDIA"
-
-# Root volume: gp3 baseline is 3,000 IOPS and 125 MiB/s; training images are
-# 10-20 GB, so pulls get 500 MiB/s (needs >= 2,000 IOPS: at most 0.25 MiB/s
-# per IOPS). EBS User Guide, "Amazon EBS General Purpose SSD volumes".
-ROOT_DEVICE = "/dev/xvda"  # AL2023 AMIs' root device name
-ROOT_VOLUME_IOPS = 6000
-ROOT_VOLUME_THROUGHPUT_MIBPS = 500
-
-# The autoscaler owns the node count once the group exists (EKS User Guide,
-# "Scale cluster compute with Karpenter and Cluster Autoscaler"); the path is
-# the engine's camelCase property path.
-AUTOSCALED_PROPERTY = "scalingConfig.desiredSize"
-
 
 def network_interfaces(pool: GpuPoolConfig, security_group_ids: list[pulumi.Input[str]]) -> list[dict[str, Any]]:
     """Launch template network interfaces: the EFA layout, every interface in every security group.
@@ -77,36 +64,15 @@ def capacity_options(pool: GpuPoolConfig) -> dict[str, Any]:
     return options
 
 
-def _asg_name(resources: Any) -> str | None:
-    """The node group's Auto Scaling group. None only when there is no node group any more: a
-    `destroy --run-program` rerun after a partial destroy (pulumi/pulumi #23921) must not crash here."""
-    if not resources or not resources[0].autoscaling_groups:
-        return None
-    return resources[0].autoscaling_groups[0].name
-
-
-def _tag_slug(key: str) -> str:
-    """A resource-name part for a node-template tag key: label/gpucluster.io/pool -> label-gpucluster.io-pool."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", key.removeprefix(f"{nodepool.NODE_TEMPLATE_PREFIX}/"))
-
-
 @dataclass(frozen=True)
 class GpuNodePoolArgs:
     pool: GpuPoolConfig
-    cluster_name: pulumi.Input[str]
-    kubernetes_version: str
-    ami_release_version: str  # gpucluster:versions.amiReleaseVersion
+    node_group: ng.NodeGroupSettings  # cluster, AMI release, subnet (EFA does not cross zones), role, tags
     vpc_id: pulumi.Input[str]
-    subnet_id: pulumi.Input[str]  # the GPU zone's private subnet
-    availability_zone: str  # the GPU zone
     # Cluster security group + network.node_security_group_id: a launch template
     # with its own security groups replaces EKS's default (the cluster SG), so
     # it must be listed. The pool adds its EFA security group.
     security_group_ids: list[pulumi.Input[str]]
-    node_role_arn: pulumi.Input[str]
-    tags: dict[str, str] = field(default_factory=dict)
-    depends_on: list[pulumi.Resource] = field(default_factory=list)  # e.g. core add-ons, node role policies
-    paused: bool = False  # gpucluster:paused: the floor drops to 0 so idle nodes can all go
 
 
 class GpuNodePool(pulumi.ComponentResource):
@@ -134,7 +100,7 @@ class GpuNodePool(pulumi.ComponentResource):
         self.hugepages_2mi = nodepool.hugepages_2mi(pool)
 
         def tags(role: str) -> dict[str, str]:
-            return {**args.tags, "Name": f"{name}-{role}"}
+            return {**args.node_group.tags, "Name": f"{name}-{role}"}
 
         security_group_ids = list(args.security_group_ids)
         self.efa_security_group_id = None
@@ -175,19 +141,8 @@ class GpuNodePool(pulumi.ComponentResource):
             # AMI and EKS adds the bootstrap NodeConfig itself.
             network_interfaces=network_interfaces(pool, security_group_ids),
             placement=placement,
-            # IMDSv2 only, one hop: a pod's packets to IMDS cross the pod's
-            # network namespace (a second hop) and are dropped, so pods cannot
-            # take the node role's credentials; they get their own through EKS
-            # Pod Identity (EKS Best Practices Guide, Security, "Restrict
-            # access to the instance profile assigned to the worker node").
-            metadata_options={"http_endpoint": "enabled", "http_tokens": "required",
-                              "http_put_response_hop_limit": 1},
-            block_device_mappings=[{
-                "device_name": ROOT_DEVICE,
-                "ebs": {"volume_size": pool.root_volume_gib, "volume_type": "gp3", "encrypted": "true",
-                        "iops": ROOT_VOLUME_IOPS, "throughput": ROOT_VOLUME_THROUGHPUT_MIBPS,
-                        "delete_on_termination": "true"},
-            }],
+            metadata_options=dict(ng.METADATA_OPTIONS),
+            block_device_mappings=ng.root_volume(pool.root_volume_gib),
             instance_type=pool.instance_type if capacity_block else None,
             user_data=nodepool.user_data_base64(pool),
             tag_specifications=[{"resource_type": kind, "tags": tags("node")} for kind in ("instance", "volume")],
@@ -196,49 +151,13 @@ class GpuNodePool(pulumi.ComponentResource):
             **capacity_options(pool),
         )
 
-        node_group_tags = pulumi.Output.from_input(args.cluster_name).apply(
-            lambda cluster: {**args.tags, **nodepool.autoscaler_tags(pool, cluster)})
-        node_group = aws.eks.NodeGroup(
-            f"{name}-node-group",
-            cluster_name=args.cluster_name,
-            node_role_arn=args.node_role_arn,
-            # EFA does not cross zones: one subnet, the GPU zone's.
-            subnet_ids=[args.subnet_id],
-            ami_type=AMI_TYPE,
-            version=args.kubernetes_version,
-            # Pinned per stack: a new AMI release never rolls nodes under a running job.
-            release_version=args.ami_release_version,
-            # A Capacity Block takes the instance type from the launch template and
-            # none on the node group (EKS User Guide, capacity-blocks-mng;
-            # terraform-aws-eks sets instance_types to null there).
-            instance_types=None if capacity_block else [pool.instance_type],
-            capacity_type=pool.capacity_type,
-            launch_template={"id": template.id, "version": template.latest_version.apply(str)},
-            scaling_config=nodepool.scaling_config(pool, args.paused),
-            # One node at a time: a rolling AMI update never takes a whole
-            # training job's nodes at once.
-            update_config={"max_unavailable": 1},
-            # EKS replaces nodes its monitoring agent reports unhealthy (GPU
-            # Xid errors, NVLink, EFA) instead of leaving them to hang jobs
-            # (EKS User Guide, "Enable node auto repair").
-            node_repair_config={"enabled": True},
-            labels=self.labels,
-            taints=[{"key": t.key, "value": t.value, "effect": t.eks_effect} for t in self.taints],
-            tags=node_group_tags,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on),
-                                        ignore_changes=[AUTOSCALED_PROPERTY]),
-        )
-        self.node_group_name = node_group.node_group_name
-        self.asg_name = node_group.resources.apply(_asg_name)
-
-        # Managed node groups do not copy their tags to the Auto Scaling group,
-        # where the autoscaler reads node templates. EKS itself tags the group
-        # for auto-discovery (EKS User Guide, "Managed node groups"), so only
-        # the node-template tags are added here: a second owner of the
-        # discovery tags would delete EKS's when a pool is renamed.
-        for key, value in nodepool.node_template_tags(pool).items():
-            aws.autoscaling.Tag(f"{name}-asg-tag-{_tag_slug(key)}", autoscaling_group_name=self.asg_name,
-                                tag={"key": key, "value": value, "propagate_at_launch": False}, opts=child)
+        # EFA does not cross zones: one subnet, the GPU zone's (NodeGroupSettings.subnet_id). A Capacity
+        # Block takes the instance type from the launch template and none on the node group (EKS User
+        # Guide, capacity-blocks-mng; terraform-aws-eks sets instance_types to null there); a Spot pool
+        # lists its extraInstanceTypes after its own, so EC2 can fill the group from either.
+        group = ng.autoscaled_node_group(name, pool, args.node_group, AMI_TYPE, template,
+                                         None if capacity_block else list(pool.instance_types), self)
+        self.node_group_name, self.asg_name = group.node_group_name, group.asg_name
 
         self.register_outputs({
             "nodeGroupName": self.node_group_name,

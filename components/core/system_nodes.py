@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from components.core.config import NAMESPACE, StackConfig
 from components.core.config.stack import entries
 from components.core.hardware import catalog
-from components.core.kube import autoscaling, launcher, mpi_operator, trainer
+from components.core.kube import autoscaling, launcher, mpi_operator, parameter_server, trainer
 from components.core.observability import prometheus_stack as ps
 from components.core.observability import tensorboard
 from components.core.planning.metrics_footprint import footprint
@@ -85,6 +85,9 @@ def system_pods(cfg: StackConfig) -> list[Pod]:
                  + sum(1 for _, p in entries(cfg.gpu_pools) if p.fabric_test))
     if launchers:
         pods.append(_pod("mpijob launchers", launcher.LAUNCHER_RESOURCES, replicas=launchers))
+    chiefs = sum(1 for _, j in entries(cfg.jobs) if j.launcher == "ps")
+    if chiefs:
+        pods.append(_pod("parameter-server chiefs", parameter_server.CHIEF_RESOURCES, replicas=chiefs))
     obs = cfg.observability
     if obs.enabled:
         fp = footprint(cfg)
@@ -92,6 +95,8 @@ def system_pods(cfg: StackConfig) -> list[Pod]:
             _pod("prometheus", fp.prometheus_resources),
             _pod("prometheus-operator", ps.OPERATOR_RESOURCES),
             _pod("alertmanager", ps.ALERTMANAGER_RESOURCES),
+            # The Prometheus Operator adds one to the Prometheus pod and one to Alertmanager's.
+            _pod("config-reloader sidecars", ps.CONFIG_RELOADER_RESOURCES, replicas=2),
             Pod("grafana", quantity_m(ps.GRAFANA_RESOURCES["requests"]["cpu"])
                 + 2 * quantity_m(ps.GRAFANA_SIDECAR_RESOURCES["requests"]["cpu"]),
                 quantity_mi(ps.GRAFANA_RESOURCES["requests"]["memory"])

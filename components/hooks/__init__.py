@@ -11,6 +11,8 @@
   the VPC CNI left would block it.
 - `release_metrics_volumes` (before the EKS cluster is deleted, after its
   nodes): Prometheus's EBS volume, if the CSI driver left it, would bill on.
+- `delete_cached_images` (before the ECR pull-through cache rule is
+  deleted): the repositories it created would stay and bill for storage.
 
 Pulumi runs before-delete hooks only when the program runs with the
 operation, so plain `pulumi destroy` refuses and asks for `--run-program`;
@@ -31,7 +33,7 @@ from typing import Any
 import pulumi
 
 from components.core.config import StackConfig
-from components.hooks import bucket_guard, fsx_export, leaked_enis, metrics_volumes
+from components.hooks import bucket_guard, fsx_export, image_cache, leaked_enis, metrics_volumes
 from components.hooks.session import aws_session
 
 EXPORT_HOOK = "gpucluster-export-fsx-to-s3"
@@ -39,6 +41,7 @@ FSX_TASKS_HOOK = "gpucluster-wait-for-fsx-tasks"
 BUCKET_HOOK = "gpucluster-keep-bucket-data"
 ENI_HOOK = "gpucluster-release-leaked-enis"
 VOLUMES_HOOK = "gpucluster-release-metrics-volumes"
+IMAGES_HOOK = "gpucluster-delete-cached-images"
 # `python -m bootstrap destroy --skip-export` sets it: delete the file system unexported.
 SKIP_EXPORT_ENV = "GPUCLUSTER_SKIP_FSX_EXPORT"
 # A file system can only be deleted once its tasks end; give a running one (ours ended already) this long.
@@ -107,6 +110,10 @@ class HookWork:
         metrics_volumes.release_metrics_volumes(self._session().client("ec2"), self.settings.cluster_name,
                                                 log=self._log)
 
+    def delete_images_now(self, args: pulumi.ResourceHookArgs) -> None:
+        prefix = _value(args.old_inputs, "ecrRepositoryPrefix") or args.id
+        image_cache.delete_cached_images(self._session().client("ecr"), prefix, log=self._log)
+
 
 class StackHooks:
     """The named hooks of one program run, registered with the engine, for components to bind."""
@@ -118,6 +125,7 @@ class StackHooks:
         self.keep_bucket_data = pulumi.ResourceHook(BUCKET_HOOK, _in_thread(self.work.check_bucket_now))
         self.release_leaked_enis = pulumi.ResourceHook(ENI_HOOK, _in_thread(self.work.release_enis_now))
         self.release_metrics_volumes = pulumi.ResourceHook(VOLUMES_HOOK, _in_thread(self.work.release_volumes_now))
+        self.delete_cached_images = pulumi.ResourceHook(IMAGES_HOOK, _in_thread(self.work.delete_images_now))
 
     @staticmethod
     def before_delete(*hooks: pulumi.ResourceHook) -> pulumi.ResourceHookBinding:

@@ -17,8 +17,7 @@ import pulumi_kubernetes as k8s
 
 from components.aws import iam
 from components.core import versions as v
-from components.core.config import GpuPoolConfig
-from components.core.kube import autoscaling
+from components.core.kube import autoscaling, nodepool
 from components.core.kube.nodepool import SYSTEM_NODE_LABEL
 
 
@@ -30,7 +29,7 @@ class ClusterAutoscalerArgs:
     account_id: str
     partition: str
     kubernetes_version: str
-    pools: Sequence[GpuPoolConfig]
+    pools: Sequence[nodepool.Pool]  # GPU and CPU: the shortest idle time of any sets the scale-down delay
     provider: k8s.Provider
     # The system nodes to run on and the Pod Identity agent that hands out the role.
     depends_on: Sequence[pulumi.Resource] = field(default_factory=tuple)

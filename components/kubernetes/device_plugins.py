@@ -19,12 +19,20 @@ from components.core import namespaces
 from components.core import versions as v
 from components.core.config import GpuPoolConfig
 from components.core.hardware import registries as ecr
-from components.core.kube import nodepool
+from components.core.kube import hardening, nodepool
 
 NAMESPACE = namespaces.KUBE_SYSTEM
 
 # The well-known label the EFA chart's hard-coded node affinity matches on.
 INSTANCE_TYPE_NODE_LABEL = "node.kubernetes.io/instance-type"
+
+
+# Requests so the GPU nodes' DaemonSets are counted; memory limits well above what either uses
+# (a device plugin is one small Go process; no CPU limit, as everywhere here).
+NVIDIA_RESOURCES = {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}}
+# The EFA chart's own requests (values.yaml: resources.requests 10m/20Mi), with the memory limit its
+# comment suggests (128Mi).
+EFA_RESOURCES = {"requests": {"cpu": "10m", "memory": "20Mi"}, "limits": {"memory": "128Mi"}}
 
 
 def gpu_tolerations() -> list[dict[str, str]]:
@@ -36,6 +44,17 @@ def nvidia_values() -> dict[str, Any]:
 
     The chart's default affinity wants node-feature-discovery labels, which
     this cluster does not run, so the affinity is replaced with our pool label.
+
+    Security: the plugin runs as root, as it must: it serves the kubelet's
+    device-plugin socket in /var/lib/kubelet/device-plugins and creates
+    /var/run/cdi on the host (hostPath volumes, templates/daemonset-device-plugin.yml
+    at v0.20.0). With `securityContext` left empty the chart's helper gives the
+    container allowPrivilegeEscalation false and drops ALL capabilities (no MIG,
+    no volume-mounts device list, no CPU-manager compatibility: its three
+    exceptions, none ours); the pod gets RuntimeDefault seccomp here
+    (podSecurityContext). Its root filesystem stays writable: nothing in the
+    chart or the plugin's docs says it writes only to those volumes. No probes:
+    the plugin serves no health endpoint, and the chart has none.
     """
     return {
         "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
@@ -47,6 +66,8 @@ def nvidia_values() -> dict[str, Any]:
         # only for a real boolean (templates/daemonset-device-plugin.yml:
         # `typeIs "bool" .Values.mofedEnabled`), so this is False, not "false".
         "mofedEnabled": False,
+        "podSecurityContext": {"seccompProfile": dict(hardening.RUNTIME_DEFAULT)},
+        "resources": NVIDIA_RESOURCES,
     }
 
 
@@ -60,6 +81,12 @@ def efa_values(pools: Sequence[GpuPoolConfig], region: str) -> dict[str, Any]:
     disabled. The image comes from the stack's region's EKS registry: the
     chart's default (values.yaml image.repository) is us-west-2's, a
     cross-region pull that fails where that registry is not reachable.
+
+    Security: left as the chart ships it, privileged on the host network
+    (values.yaml securityContext, templates/daemonset.yaml): the plugin opens
+    the EFA devices under a hostPath /dev/infiniband and serves the kubelet's
+    socket. A privileged container gets no seccomp filter whatever the pod
+    asks, so none is set. No probes (none in the chart).
     """
     return {
         "image": {"repository": f"{ecr.addon_registry(region)}/eks/aws-efa-k8s-device-plugin",
@@ -68,8 +95,9 @@ def efa_values(pools: Sequence[GpuPoolConfig], region: str) -> dict[str, Any]:
         "tolerations": gpu_tolerations(),
         "supportedInstanceLabels": {
             "keys": [INSTANCE_TYPE_NODE_LABEL],
-            "values": sorted({p.instance_type for p in pools if p.efa_enabled}),
+            "values": sorted({t for p in pools if p.efa_enabled for t in p.instance_types}),
         },
+        "resources": EFA_RESOURCES,
     }
 
 

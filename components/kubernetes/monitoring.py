@@ -23,6 +23,7 @@ import pulumi_random as random
 from components.aws import iam
 from components.core import versions as v
 from components.core.config import StackConfig
+from components.core.kube import network_policy
 from components.core.observability import alerts, dashboards, efa_exporter, tensorboard
 from components.core.observability import prometheus_stack as ps
 from components.core.planning.metrics_footprint import footprint
@@ -38,6 +39,12 @@ def allow(actions: Sequence[str], resource: pulumi.Input[str]) -> pulumi.Output[
         "Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": list(actions), "Resource": arn}]}))
 
 
+def efa_counters_ingress() -> dict:
+    """The EFA counters' NetworkPolicy: Prometheus to node-exporter's port, nothing else in."""
+    return network_policy.scrape_only("efa-counters-ingress", ps.NAMESPACE, {"app.kubernetes.io/name": efa_exporter.NAME},
+                                      efa_exporter.PORT, ps.NAMESPACE)
+
+
 @dataclass(frozen=True)
 class MonitoringArgs:
     config: StackConfig
@@ -47,8 +54,9 @@ class MonitoringArgs:
     claim_name: str  # the FSx claim in the training namespace (TensorBoard)
     claim: pulumi.Resource  # what creates it: only TensorBoard waits for the file system
     training_namespace: pulumi.Resource
-    # The system nodes, the EBS CSI add-on and the Pod Identity agent.
+    # The system nodes, the EBS CSI add-on and the Pod Identity agent (and the image cache, when there is one).
     depends_on: Sequence[pulumi.Resource] = field(default_factory=tuple)
+    image_cache: str | None = None  # ImageCache.base: busybox (the EFA counters) is pulled through it
 
 
 class Monitoring(pulumi.ComponentResource):
@@ -131,9 +139,11 @@ class Monitoring(pulumi.ComponentResource):
 
         if any(p.efa_enabled for p in cfg.gpu_pools):
             script = KubernetesObject(f"{name}-efa-counters-script", efa_exporter.config_map(ps.NAMESPACE), in_ns)
-            KubernetesObject(f"{name}-efa-counters", efa_exporter.daemon_set(ps.NAMESPACE),
+            KubernetesObject(f"{name}-efa-counters", efa_exporter.daemon_set(ps.NAMESPACE, args.image_cache),
                              pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[script]))
             KubernetesObject(f"{name}-efa-counters-monitor", efa_exporter.pod_monitor(ps.NAMESPACE), after_stack)
+            # Only Prometheus reaches the counters; the rest of the namespace is the charts' and has no policy.
+            KubernetesObject(f"{name}-efa-counters-netpol", efa_counters_ingress(), in_ns)
         KubernetesObject(f"{name}-rules", alerts.prometheus_rule(cfg, ps.NAMESPACE), after_stack)
         KubernetesObject(f"{name}-job-metrics", alerts.job_pod_monitor(cfg.training_namespace),
                          pulumi.ResourceOptions(parent=self, provider=args.provider,

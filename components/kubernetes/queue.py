@@ -6,6 +6,11 @@ namespace's LocalQueue and the WorkloadPriorityClasses of
 components.core.kube.queueing. Kueue's webhooks reject these objects until the
 release is ready, and its finalizers hold them until Kueue removes them:
 they are created after the release and, on destroy, deleted before it.
+
+The training namespace's NetworkPolicies (components.core.kube.network_policy)
+are registered here too, with the LocalQueue that admits jobs into it: they
+need only the namespace, and every job (which depends on this component) is
+created after them.
 """
 
 from __future__ import annotations
@@ -17,14 +22,15 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.core import versions as v
-from components.core.config import GpuPoolConfig, SystemNodesConfig
-from components.core.kube import queueing
+from components.core.config import SystemNodesConfig
+from components.core.kube import network_policy, nodepool, queueing
+from components.core.observability import prometheus_stack
 from components.kubernetes.objects import KubernetesObject, release_in_own_namespace
 
 
 @dataclass(frozen=True)
 class QueueArgs:
-    pools: Sequence[GpuPoolConfig]
+    pools: Sequence[nodepool.Pool]  # GPU and CPU
     system_nodes: SystemNodesConfig
     namespace: str  # the training namespace
     namespace_resource: pulumi.Resource
@@ -43,6 +49,7 @@ class Queue(pulumi.ComponentResource):
     release: k8s.helm.v3.Release
     cluster_queue_name: str
     local_queue_name: str
+    network_policies: list[KubernetesObject]
 
     def __init__(self, name: str, args: QueueArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpucluster:index:Queue", name, None, opts)
@@ -65,6 +72,13 @@ class Queue(pulumi.ComponentResource):
                replace_on_changes=["spec.clusterQueue"], delete_before_replace=True)
         for wpc in queueing.priority_classes():
             custom(f"{name}-priority-{wpc['metadata']['name']}", wpc, [])
+        self.network_policies = [
+            # After the operators (so the system nodes): on destroy they go while the vpc-cni add-on is still
+            # there, whose policy controller removes their finalizer (networking.k8s.aws/resources,
+            # aws/amazon-network-policy-controller-k8s policy_controller.go); later, the namespace would hang.
+            KubernetesObject(f"{name}-netpol-{policy['metadata']['name']}", policy, pulumi.ResourceOptions(
+                **k8s_opts, depends_on=[args.namespace_resource, *args.depends_on]))
+            for policy in network_policy.training_policies(args.namespace, prometheus_stack.NAMESPACE)]
         self.cluster_queue_name = queueing.CLUSTER_QUEUE
         self.local_queue_name = queueing.LOCAL_QUEUE
         self.register_outputs({"clusterQueue": self.cluster_queue_name, "localQueue": self.local_queue_name,

@@ -1,4 +1,4 @@
-"""TrainingJob and FabricTest: a job's MPIJob/TrainJob (with its scripts and secret env), and a pool's
+"""TrainingJob and FabricTest: a job's MPIJob/TrainJob/JobSet (with its scripts and secret env), and a pool's
 nccl-tests run. A `startOnUp: false` job gets its ConfigMap and Secret only: `bootstrap submit` starts it.
 
 Thin wiring of the manifests components/core/launcher.py builds; each
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.core.config import GpuPoolConfig, JobConfig, StorageConfig
+from components.core.config import CpuPoolConfig, GpuPoolConfig, JobConfig, StorageConfig
 from components.core.config.jobs import script_files
 from components.core.hardware import nccl
 from components.core.kube import launcher, workers
@@ -44,10 +44,12 @@ class TrainingJobArgs:
     depends_on: Sequence[pulumi.Resource] = field(default_factory=tuple)
     # env values set with `pulumi config set --secret --path`: a Secret the job's env refers to.
     secret_env: dict[str, str] = field(default_factory=dict)
+    ps_pool: CpuPoolConfig | None = None  # launcher ps: the CPU pool of its parameter servers
+    image_cache: str | None = None  # ImageCache.base: a public ECR image is pulled through it
 
 
 class TrainingJob(pulumi.ComponentResource):
-    """One training job as an MPIJob (launcher mpirun) or TrainJob (launcher torchrun), queued."""
+    """One training job as an MPIJob (launcher mpirun), TrainJob (torchrun) or JobSet (ps), queued."""
 
     job_name: str
     kind: str
@@ -76,7 +78,8 @@ class TrainingJob(pulumi.ComponentResource):
         if job.start_on_up:
             manifest = pulumi.Output.from_input(args.claim_name).apply(
                 lambda claim: launcher.job_manifest(job, pool, launcher.JobContext(
-                    args.namespace, claim, args.storage, args.prices), secret))
+                    args.namespace, claim, args.storage, args.prices,
+                    (args.ps_pool,) if args.ps_pool is not None else (), args.image_cache), secret))
             self.resource = KubernetesObject(
                 f"{name}-{self.kind.lower()}",
                 {"apiVersion": api_version, "kind": self.kind, "metadata": manifest["metadata"],
@@ -92,6 +95,7 @@ class FabricTestArgs:
     namespace: str
     provider: k8s.Provider
     depends_on: Sequence[pulumi.Resource] = field(default_factory=tuple)  # the Operators and the Queue
+    image_cache: str | None = None  # ImageCache.base
 
 
 class FabricTest(pulumi.ComponentResource):
@@ -110,7 +114,7 @@ class FabricTest(pulumi.ComponentResource):
     def __init__(self, name: str, args: FabricTestArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpucluster:index:FabricTest", name, None, opts)
         pool = args.pool
-        manifest = launcher.nccl_test_mpijob(pool, args.namespace)
+        manifest = launcher.nccl_test_mpijob(pool, args.namespace, image_cache=args.image_cache)
         self.job_name = manifest["metadata"]["name"]
         self.kind = manifest["kind"]
         expected = nccl.expected_busbw_gbps(pool.instance_type)

@@ -41,8 +41,12 @@ def main(argv: list[str], sleep=None) -> int:
         return 2
     try:
         cfg = common.load_stack(args)
-        sub = render.from_file(args.stack, args.file) if args.file else render.from_stack(cfg, args.job)
-        kube, _ = common.cluster(args, cfg)
+        # Checked before connecting, so a bad job file fails fast; rendered again with the image cache.
+        render.from_file(args.stack, args.file) if args.file else render.from_stack(cfg, args.job)
+        kube, namespace = common.cluster(args, cfg)
+        cache = ops.image_cache(kube, namespace)
+        sub = (render.from_file(args.stack, args.file, image_cache=cache) if args.file
+               else render.from_stack(cfg, args.job, image_cache=cache))
         done = ops.submit(kube, sub, **({"sleep": sleep} if sleep else {}))
     except (render.SubmitError, config.ConfigError, StackFileError, ClusterUnreachable, KubeError) as err:
         return common.fail(PROG, err)

@@ -20,6 +20,7 @@ from components.core.config.pools import (
     CAPACITY_TYPES,
     IDLE_MINUTES_DEFAULT,
     MAX_NODES_PER_MANAGED_NODE_GROUP,
+    CpuPoolConfig,
     GpuPoolConfig,
 )
 from components.core.config.stack import (
@@ -47,7 +48,7 @@ __all__ = [
     "ADDONS", "CAPACITY_TYPES", "CLEAN_POD_POLICIES", "DEFAULT_KUBERNETES_VERSION", "EKS_VERSIONS",
     "FSX_GIB_PER_TIB", "FSX_PERSISTENT_2_THROUGHPUT", "GRACE_PERIOD_MAX_SECONDS", "IDLE_MINUTES_DEFAULT",
     "KUBERNETES_DEFAULT_GRACE_SECONDS", "LAUNCHERS", "MAX_NODES_PER_MANAGED_NODE_GROUP", "NAMESPACE", "PAUSE_MODES",
-    "ConfigError", "FsxConfig", "GpuPoolConfig", "JobConfig", "ModelConfig", "NetworkConfig", "Problem",
+    "ConfigError", "CpuPoolConfig", "FsxConfig", "GpuPoolConfig", "JobConfig", "ModelConfig", "NetworkConfig", "Problem",
     "RunPolicyConfig", "StackConfig", "StackKeys", "StorageConfig", "SystemNodesConfig", "VersionPins",
     "parse_count", "support_type",
 ]

@@ -200,7 +200,11 @@ def doc_type(slot: Slot) -> str:
 
 
 def _plural(noun: str) -> str:
-    """ "string" -> "strings", "IAM role/user ARN" -> "IAM role/user ARNs"; a list of choices stays."""
+    """ "string" -> "strings", "IAM role/user ARN" -> "IAM role/user ARNs", "GPU type: a, b" -> "GPU types: a, b";
+    a list of choices stays."""
+    if ":" in noun:
+        head, tail = noun.split(":", 1)
+        return f"{_plural(head)}:{tail}"
     return noun if "`" in noun or "|" in noun or noun.endswith("s") else f"{noun}s"
 
 

@@ -23,7 +23,11 @@ from components.core.config.values import (
 )
 from components.core.problems import show
 
-LAUNCHERS = ("mpirun", "torchrun")
+LAUNCHERS = ("mpirun", "torchrun", "ps")
+# mpirun jobs' framework presets (components.core.hardware.frameworks).
+FRAMEWORKS = ("pytorch", "horovod", "tensorflow")
+# The guide's parameter-server ports: 12345-12355 open between PS and workers.
+PS_PORTS = (12345, 12355)
 CLEAN_POD_POLICIES = ("None", "Running", "All")
 
 # jobs[].terminationGracePeriodSeconds: how long a worker has between SIGTERM
@@ -32,6 +36,10 @@ CLEAN_POD_POLICIES = ("None", "Running", "All")
 # the job's spec stays as it was, so upgrading gpucluster replaces no running job.
 KUBERNETES_DEFAULT_GRACE_SECONDS = 30
 GRACE_PERIOD_MAX_SECONDS = 3600
+# On a Spot pool: EC2 warns two minutes before it reclaims the instance (EC2 User Guide, "Spot Instance
+# interruption notices"), and EKS's drain starts within that window ("Managed node groups", Spot), so
+# the checkpoint must land well inside it. 90 s leaves the drain half a minute: our margin, not AWS's.
+SPOT_GRACE_MAX_SECONDS = 90
 
 # Files of this repository a job runs (jobs[].scripts), mounted read-only from a ConfigMap of the job.
 SCRIPTS_DIR = "/opt/gpucluster/scripts"
@@ -153,8 +161,9 @@ class JobConfig(Model):
     pool: Text(allowed="the name of a gpuPools entry", short="pool name") = Field(description="where the workers run")
     nodes: Int(ge=1) = Field(description="worker nodes; at most the pool's maxNodes (jobs that together exceed it "
                                          "queue)")
-    launcher: Choice(*LAUNCHERS) = Field(description="MPIJob v2beta1 (MPI Operator) or TrainJob v1alpha1 (Kubeflow "
-                                                     "Trainer v2)")
+    launcher: Choice(*LAUNCHERS) = Field(description="`mpirun`: an MPIJob v2beta1 (MPI Operator); `torchrun`: a "
+                                                     "TrainJob v1alpha1 (Kubeflow Trainer v2); `ps`: TensorFlow "
+                                                     "parameter servers, a JobSet v1alpha2 of chief, ps and workers")
     image: Image = Field(description="training image (needs aws-ofi-nccl for EFA); `:latest` is refused")
     command: Annotated[tuple[str, ...], Field(min_length=1),
                        Missing("is required (the training command as a list, e.g. [python, train.py])")] = Field(
@@ -178,6 +187,15 @@ class JobConfig(Model):
         None, description="a port the job's workers serve Prometheus metrics on (gpucluster_job_tokens_per_second, "
                           "gpucluster_job_step_seconds, gpucluster_job_loss): scraped, and drawn on the job dashboard; "
                           "the workers get it as GPUCLUSTER_METRICS_PORT")
+    framework: Choice(*FRAMEWORKS) = Field(
+        "pytorch", description="mpirun only: `horovod` or `tensorflow` add the Horovod knobs that still apply "
+                               "(README, Launchers)")
+    ps_replicas: Int(ge=1, le=64) = Field(1, description="ps only: parameter server pods, one per psPool node")
+    ps_pool: Text(allowed="the name of a cpuPools entry", short="CPU pool name") | None = Field(
+        None, description="ps only (required): the CPU pool the parameter servers run on, one per node (the "
+                          "chief runs on the system nodes)")
+    ps_port: Int(ge=PS_PORTS[0], le=PS_PORTS[1]) = Field(
+        PS_PORTS[0], description="ps only: the port every task serves gRPC on (the guide's 12345-12355)")
     start_on_up: Bool = Field(
         True, description="`false`: `pulumi up` does not start the job; `python -m bootstrap submit --stack <stack> "
                           "<job>` does, as often as you like (its runtime and Secret are still set up)")
@@ -188,8 +206,9 @@ class JobConfig(Model):
     termination_grace_period_seconds: Annotated[Int(ge=0, le=GRACE_PERIOD_MAX_SECONDS) | None,
                                                 DefaultText("unset: Kubernetes' 30 s")] = Field(
         None, description="SIGTERM to SIGKILL when a worker is drained, evicted or deleted: the time to write a "
-                          "checkpoint (torchrun then waits this long for its processes, less 5 s); unset leaves the "
-                          "job's spec as before, so upgrading gpucluster replaces no running job")
+                          "checkpoint (torchrun then waits this long for its processes, less 5 s); at most 90 on a SPOT "
+                          "pool (two minutes' notice); unset leaves the job's spec as before, so upgrading gpucluster "
+                          "replaces no running job")
 
     @rule("scripts")
     def _scripts_fit(self):
@@ -204,13 +223,20 @@ class JobConfig(Model):
 
     @rule("launcher")
     def _launcher_keys(self, given: dict[str, Any]):
-        # Keys of the other launcher would be ignored: say so instead.
+        # Keys of another launcher would be ignored: say so instead.
         if self.launcher == "mpirun" and given.get("maxRestarts", given.get("max_restarts")) is not None:
-            yield "maxRestarts", ("applies to launcher torchrun (the TrainJob's JobSet restarts); an MPIJob retries "
-                                  "with runPolicy.backoffLimit")
+            yield "maxRestarts", ("applies to launchers torchrun and ps (the JobSet restarts the gang); an MPIJob "
+                                  "retries with runPolicy.backoffLimit")
         run_policy = given.get("runPolicy", given.get("run_policy"))
-        if self.launcher == "torchrun" and isinstance(run_policy, dict):
+        if self.launcher != "mpirun" and isinstance(run_policy, dict):
             for key in ("cleanPodPolicy", "backoffLimit", "ttlSecondsAfterFinished"):
                 if key in run_policy:
-                    yield f"runPolicy.{key}", ("applies to launcher mpirun (MPIJob) only; a torchrun TrainJob "
+                    yield f"runPolicy.{key}", (f"applies to launcher mpirun (MPIJob) only; a {self.launcher} job "
                                                "restarts with maxRestarts and its pods end with it")
+        if self.launcher != "mpirun" and given.get("framework") is not None:
+            yield "framework", "applies to launcher mpirun (Horovod and TensorFlow run under mpirun)"
+        for key in ("psReplicas", "psPool", "psPort"):
+            if self.launcher != "ps" and given.get(key) is not None:
+                yield key, f"applies to launcher ps only (a {self.launcher} job has no parameter servers)"
+        if self.launcher == "ps" and self.ps_pool is None:
+            yield "psPool", "is required with launcher ps: the cpuPools entry the parameter servers run on"

@@ -1,6 +1,6 @@
 """gpucluster:gpuPools: one GpuPoolConfig per entry, its type checked against the catalog."""
 
-from typing import Annotated
+from typing import Annotated, ClassVar
 
 from pydantic import Field
 
@@ -69,10 +69,25 @@ class GpuPoolConfig(Model):
         IDLE_MINUTES_DEFAULT, description="an idle node of the pool is removed after this long (the autoscaler's "
                                           "per-group `scaledownunneededtime`); it stops billing about this plus drain "
                                           "and termination after its job ends")
+    extra_instance_types: tuple[GpuType, ...] = Field(
+        (), description="`SPOT` only: more types the node group may launch when the first has no Spot capacity; "
+                        "each with the same GPU count, EFA layout and at least the vCPUs and memory of "
+                        "instanceType (p5.48xlarge with p5e.48xlarge; p4d with p4de), so every job fits every node")
+
+    is_cpu: ClassVar[bool] = False
 
     @property
     def instance(self) -> catalog.InstanceType:
         return catalog.get(self.instance_type)
+
+    @property
+    def instance_types(self) -> tuple[str, ...]:
+        """Every type the node group may launch: instanceType first."""
+        return (self.instance_type, *self.extra_instance_types)
+
+    @property
+    def is_spot(self) -> bool:
+        return self.capacity_type == "SPOT"
 
     @property
     def initial_nodes(self) -> int:
@@ -113,6 +128,28 @@ class GpuPoolConfig(Model):
             yield "capacityReservationId", (f"got {show(self.capacity_reservation_id)}; must not be set with "
                                             "capacityType SPOT (reservations are on-demand or Capacity Blocks)")
 
+    @rule("capacity_type", "instance_type", "extra_instance_types")
+    def _spot_types(self):
+        if self.extra_instance_types and self.capacity_type != "SPOT":
+            yield "extraInstanceTypes", (f"applies to capacityType SPOT only (got {self.capacity_type}): an on-demand "
+                                         "or reserved pool runs one type")
+            return
+        first = self.instance
+        for i, name in enumerate(self.extra_instance_types):
+            other = catalog.get(name)
+            differs = [what for what, a, b in (
+                ("GPU count", first.gpu_count, other.gpu_count),
+                ("EFA interfaces", first.max_efa_interfaces, other.max_efa_interfaces),
+                ("EFA network cards", first.efa_cards, other.efa_cards)) if a != b]
+            if other.vcpus < first.vcpus or other.memory_gib < first.memory_gib:
+                differs.append("fewer vCPUs or less memory")
+            if name == self.instance_type or name in self.extra_instance_types[:i]:
+                yield f"extraInstanceTypes[{i}]", f"got {show(name)}; a repeat (of instanceType or an earlier entry)"
+            elif differs:
+                yield f"extraInstanceTypes[{i}]", (f"got {show(name)}; it differs from {first.name} in "
+                                                   f"{', '.join(differs)}: a job sized for one would not fit the "
+                                                   "other (a pool never mixes layouts)")
+
     @rule("placement_group", "capacity_reservation_id")
     def _placement_with_reservation(self):
         # A reservation fixes where instances go; a cluster placement group on top of it fails to
@@ -134,3 +171,64 @@ class GpuPoolConfig(Model):
             yield "fabricTest", f"needs an EFA pool; {itype.name} with efa {self.efa} has none"
         elif self.fabric_test and self.max_nodes < 2:
             yield "fabricTest", f"needs maxNodes >= 2 to test the fabric (maxNodes is {self.max_nodes})"
+
+
+def _cpu_type_problem(name: str) -> str | None:
+    if name not in catalog.CATALOG or catalog.get(name).is_gpu:
+        return f"allowed CPU types: {', '.join(catalog.CPU_TYPES)}"
+    return None
+
+
+CpuType = Text(allowed="a CPU instance type", short="catalog CPU type: " + ", ".join(catalog.CPU_TYPES),
+               check=_cpu_type_problem, suggest=catalog.CPU_TYPES)
+CPU_CAPACITY_TYPES = ("ON_DEMAND", "SPOT")
+
+
+class CpuPoolConfig(Model):
+    """One CPU node pool in the GPU zone: parameter servers and other CPU work of jobs, scaled from zero."""
+
+    name: Text(DNS_LABEL, "a lowercase DNS label of at most 32 characters", short="DNS label, at most 32",
+               max_length=32) = Field(description="pool name (node label `gpucluster.io/pool`); unique among all pools")
+    instance_type: CpuType = Field(description="the pool's instance type")
+    min_nodes: NodeCount = Field(0, description="0 lets the autoscaler scale the pool to zero")
+    max_nodes: Int(ge=1, le=MAX_NODES_PER_MANAGED_NODE_GROUP) = Field(description="upper bound")
+    capacity_type: Choice(*CPU_CAPACITY_TYPES) = Field("ON_DEMAND", description="purchase option")
+    root_volume_gib: Int(ge=20, le=16384) = Field(100, description="encrypted gp3 root volume")
+    labels: dict[LabelKey, LabelValue] = Field(default_factory=dict, description="extra node labels")
+    idle_minutes: Int(ge=1, le=IDLE_MINUTES_MAX) = Field(
+        IDLE_MINUTES_DEFAULT, description="an idle node of the pool is removed after this long")
+
+    # What node-pool code asks of any pool: a CPU pool has no EFA, placement group, reservation or
+    # instance store of its own, and one instance type.
+    efa: ClassVar[str] = "disabled"
+    placement_group: ClassVar[str] = "none"
+    capacity_reservation_id: ClassVar[None] = None
+    local_nvme_raid0: ClassVar[bool] = False
+    fabric_test: ClassVar[bool] = False
+    desired_nodes: ClassVar[None] = None
+    is_cpu: ClassVar[bool] = True
+
+    @property
+    def instance(self) -> catalog.InstanceType:
+        return catalog.get(self.instance_type)
+
+    @property
+    def instance_types(self) -> tuple[str, ...]:
+        return (self.instance_type,)
+
+    @property
+    def initial_nodes(self) -> int:
+        return self.min_nodes
+
+    @property
+    def efa_enabled(self) -> bool:
+        return False
+
+    @property
+    def uses_placement_group(self) -> bool:
+        return False
+
+    @rule("min_nodes", "max_nodes")
+    def _sizes(self):
+        if self.min_nodes > self.max_nodes:
+            yield "maxNodes", f"got {self.max_nodes}; must be >= minNodes ({self.min_nodes})"

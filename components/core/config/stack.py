@@ -14,9 +14,9 @@ from pydantic import AfterValidator, BeforeValidator, Field, WithJsonSchema, mod
 from components.core import namespaces, versions
 from components.core.config.base import Bool, Choice, Int, Model, Number, Text, given, problem, rule
 from components.core.config.describe import Allowed, DefaultText, Missing, field_slot, missing_message
-from components.core.config.jobs import JobConfig, _env_value
+from components.core.config.jobs import SPOT_GRACE_MAX_SECONDS, JobConfig, _env_value
 from components.core.config.observability import SLACK_WEBHOOK_KEY, ObservabilityConfig, SlackWebhook
-from components.core.config.pools import GpuPoolConfig
+from components.core.config.pools import CpuPoolConfig, GpuPoolConfig
 from components.core.config.storage import StorageConfig
 from components.core.config.values import (
     ADDON_VERSION,
@@ -216,8 +216,14 @@ class StackKeys(Model):
     network: NetworkConfig = Field(default_factory=NetworkConfig, description="the VPC")
     system_nodes: SystemNodesConfig = Field(default_factory=SystemNodesConfig, description="the system node group")
     gpu_pools: tuple[GpuPoolConfig, ...] = Field((), description="the GPU node pools")
+    cpu_pools: tuple[CpuPoolConfig, ...] = Field(
+        (), description="CPU node pools in the GPU zone (parameter servers), scaled from zero like the GPU pools")
     storage: StorageConfig = Field(default_factory=StorageConfig, description="the bucket and the file system")
     jobs: tuple[JobConfig, ...] = Field((), description="training jobs the stack runs")
+    image_cache: Bool = Field(
+        True, description="an ECR pull-through cache for public.ecr.aws: nodes pull public ECR images (the Deep "
+                          "Learning Containers, jobs' public.ecr.aws images) from the account's registry in the "
+                          "region, through the S3 endpoint; `false` pulls them from public ECR through NAT")
     observability: ObservabilityConfig = Field(
         default_factory=ObservabilityConfig, description="metrics, dashboards, alerts and TensorBoard")
     alert_slack_webhook_url: Annotated[SlackWebhook | None, DefaultText("none")] = Field(
@@ -265,21 +271,26 @@ class StackKeys(Model):
             yield "versions.addons.kube-proxy", (f"got {show(proxy)}; must be a kube-proxy of Kubernetes {version}; "
                                                  f"{UPGRADE_HINT}")
 
-    @rule("gpu_pools", "jobs")
+    @rule("gpu_pools", "cpu_pools", "jobs")
     def _unique_names(self):
-        for section, what in (("gpuPools", "pool"), ("jobs", "job")):
-            seen: dict[str, int] = {}
-            for i, entry in entries(getattr(self, "gpu_pools" if section == "gpuPools" else "jobs")):
-                if entry.name in seen:
-                    yield f"{section}[{i}].name", (f"duplicate {what} name {show(entry.name)} (first at "
-                                                   f"{NAMESPACE}:{section}[{seen[entry.name]}].name)")
-                else:
-                    seen[entry.name] = i
+        # Pools share one name space: the node label and the Kueue flavor are named after them.
+        for sections, what in ((("gpuPools", "cpuPools"), "pool"), (("jobs",), "job")):
+            seen: dict[str, str] = {}
+            for section in sections:
+                field = {"gpuPools": "gpu_pools", "cpuPools": "cpu_pools", "jobs": "jobs"}[section]
+                for i, entry in entries(getattr(self, field)):
+                    if entry.name in seen:
+                        yield f"{section}[{i}].name", (f"duplicate {what} name {show(entry.name)} (first at "
+                                                       f"{NAMESPACE}:{seen[entry.name]}.name)")
+                    else:
+                        seen[entry.name] = f"{section}[{i}]"
 
-    @rule("gpu_pools", "jobs")
+    @rule("gpu_pools", "cpu_pools", "jobs")
     def _jobs_fit_their_pools(self, given_keys: dict[str, Any]):
         pools = {p.name: p for _, p in entries(self.gpu_pools)}
+        cpu_pools = {p.name: p for _, p in entries(self.cpu_pools)}
         declared = _declared_names(given(given_keys, StackKeys, "gpu_pools"))
+        declared_cpu = _declared_names(given(given_keys, StackKeys, "cpu_pools"))
         for i, job in entries(self.jobs):
             pool = pools.get(job.pool)
             if pool is None:
@@ -290,13 +301,41 @@ class StackKeys(Model):
                 continue
             if job.nodes > pool.max_nodes:
                 yield f"jobs[{i}].nodes", f"got {job.nodes}; pool {pool.name!r} has maxNodes {pool.max_nodes}"
+            cpu = cpu_pools.get(job.ps_pool) if job.launcher == "ps" and job.ps_pool is not None else None
+            if job.launcher == "ps" and job.ps_pool is not None and cpu is None:
+                if declared_cpu is None or job.ps_pool not in declared_cpu:
+                    yield f"jobs[{i}].psPool", (f"got {show(job.ps_pool)}; no such CPU pool; cpuPools: "
+                                                f"{', '.join(cpu_pools) or '(none defined)'}")
+            elif cpu is not None and job.ps_replicas > cpu.max_nodes:
+                yield f"jobs[{i}].psReplicas", (f"got {job.ps_replicas}; one per node, and CPU pool "
+                                                f"{cpu.name!r} has maxNodes {cpu.max_nodes}")
             gpus = pool.instance.gpu_count
             if job.gpus_per_node is not None and job.gpus_per_node > gpus:
                 yield f"jobs[{i}].gpusPerNode", (f"got {job.gpus_per_node}; {pool.instance_type} has {gpus} GPUs "
                                                  "per node")
+            spot = [p.name for p in (pool, cpu) if p is not None and p.capacity_type == "SPOT"]
+            grace = job.termination_grace_period_seconds
+            if spot and grace is not None and grace > SPOT_GRACE_MAX_SECONDS:
+                yield f"jobs[{i}].terminationGracePeriodSeconds", (
+                    f"got {grace}; pool {spot[0]!r} is SPOT, and EC2 gives a Spot node two minutes' notice, of "
+                    f"which the drain takes a part: at most {SPOT_GRACE_MAX_SECONDS} (checkpoint more often "
+                    "instead)")
 
     def pool(self, name: str) -> GpuPoolConfig:
         return next(p for p in self.gpu_pools if p.name == name)
+
+    def cpu_pool(self, name: str) -> CpuPoolConfig:
+        return next(p for p in self.cpu_pools if p.name == name)
+
+    def ps_pool_of(self, job: JobConfig) -> CpuPoolConfig | None:
+        """A parameter-server job's CPU pool (None for the other launchers, or one not declared)."""
+        if job.launcher != "ps" or job.ps_pool is None:
+            return None
+        return next((p for _, p in entries(self.cpu_pools) if p.name == job.ps_pool), None)
+
+    @property
+    def all_pools(self) -> tuple[GpuPoolConfig | CpuPoolConfig, ...]:
+        return (*self.gpu_pools, *self.cpu_pools)
 
     def price(self, instance_type: str) -> float:
         return catalog.price(instance_type, self.prices)

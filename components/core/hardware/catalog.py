@@ -129,11 +129,21 @@ _TYPES = [
     _t("m7i.large", 2, 8, None, 0, 0.0, 1, 0, (), 12.5, (0, 0), 0.1008, "2026-09"),
     _t("m7i.xlarge", 4, 16, None, 0, 0.0, 1, 0, (), 12.5, (0, 0), 0.2016, "2026-09"),
     _t("m7i.2xlarge", 8, 32, None, 0, 0.0, 1, 0, (), 12.5, (0, 0), 0.4032, "2026-09"),
+    # CPU pools (gpucluster:cpuPools: parameter servers, data preparation): more memory and network per node.
+    _t("m7i.4xlarge", 16, 64, None, 0, 0.0, 1, 0, (), 12.5, (0, 0), 0.8064, "2026-09"),
+    _t("m7i.8xlarge", 32, 128, None, 0, 0.0, 1, 0, (), 12.5, (0, 0), 1.6128, "2026-09"),
+    _t("m7i.16xlarge", 64, 256, None, 0, 0.0, 1, 0, (), 25, (0, 0), 3.2256, "2026-09"),
+    _t("r7i.2xlarge", 8, 64, None, 0, 0.0, 1, 0, (), 12.5, (0, 0), 0.5292, "2026-09"),
+    _t("r7i.4xlarge", 16, 128, None, 0, 0.0, 1, 0, (), 12.5, (0, 0), 1.0584, "2026-09"),
+    _t("r7i.8xlarge", 32, 256, None, 0, 0.0, 1, 0, (), 12.5, (0, 0), 2.1168, "2026-09"),
+    _t("r7i.16xlarge", 64, 512, None, 0, 0.0, 1, 0, (), 25, (0, 0), 4.2336, "2026-09"),
 ]
 
 CATALOG: dict[str, InstanceType] = {t.name: t for t in _TYPES}
 GPU_TYPES = tuple(t.name for t in _TYPES if t.is_gpu)
-SYSTEM_TYPES = tuple(t.name for t in _TYPES if not t.is_gpu)
+# The system node group's choices, and every CPU type a CPU pool may use.
+SYSTEM_TYPES = ("m7i.large", "m7i.xlarge", "m7i.2xlarge")
+CPU_TYPES = tuple(t.name for t in _TYPES if not t.is_gpu)
 
 
 def get(name: str) -> InstanceType:

@@ -28,7 +28,7 @@ def stack_workloads(cfg: StackConfig) -> list[Workload]:
         if job.model is not None and job.model.tokens is not None:
             days = jobsizing.size_job(job, pool, cfg.prices).training_days
             hours = days * 24 if days is not None else None
-        deadline = teardown.deadline_seconds(job, pool, cfg.prices)
+        deadline = teardown.deadline_seconds(job, pool, cfg.prices, cfg.ps_pool_of(job))
         if deadline is not None:
             hours = min(hours, deadline / 3600) if hours is not None else deadline / 3600
         out.append(Workload(job.name, job.pool, job.nodes, training, hours))

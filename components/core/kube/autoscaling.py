@@ -15,8 +15,7 @@ from typing import Any
 
 from components.core import namespaces
 from components.core import versions as v
-from components.core.config import GpuPoolConfig
-from components.core.kube import nodepool
+from components.core.kube import hardening, nodepool
 
 NAMESPACE = namespaces.KUBE_SYSTEM
 RELEASE_NAME = "cluster-autoscaler"
@@ -54,7 +53,7 @@ def image_tag(kubernetes_version: str) -> str:
     return v.CLUSTER_AUTOSCALER_IMAGE_TAGS[kubernetes_version]
 
 
-def flags(pools: Sequence[GpuPoolConfig]) -> dict[str, str]:
+def flags(pools: Sequence[nodepool.Pool]) -> dict[str, str]:
     """extraArgs: each renders as --<key>=<value> (deployment.yaml: `- --{{ $key }}={{ $value }}`).
 
     Values are strings so the chart never renders a number or boolean in
@@ -90,11 +89,19 @@ def flags(pools: Sequence[GpuPoolConfig]) -> dict[str, str]:
 
 RESOURCES = {"requests": {"cpu": "100m", "memory": "300Mi"}, "limits": {"memory": "600Mi"}}
 
+# The chart sets no securityContext (values.yaml: securityContext: {}, containerSecurityContext: {}, both
+# rendered as given by templates/deployment.yaml). The image is gcr.io/distroless/static:nonroot
+# (cluster-autoscaler/Dockerfile at every pinned 1.32.7 ... 1.36.1 tag): 65532, stated so kubelet can
+# check runAsNonRoot; a static binary that writes nothing (logs to stderr). The chart's liveness probe
+# (/health-check on 8085) is fixed in the template; it has no readiness probe and no key for one.
+POD_SECURITY = hardening.pod_security_context(hardening.DISTROLESS_NONROOT)
 
-def helm_values(cluster_name: str, region: str, kubernetes_version: str, pools: Sequence[GpuPoolConfig],
+
+def helm_values(cluster_name: str, region: str, kubernetes_version: str, pools: Sequence[nodepool.Pool],
                 system_node_selector: dict[str, str], metrics: bool = False) -> dict[str, Any]:
-    """Values of chart 9.59.0 (values.yaml keys: cloudProvider, awsRegion, autoDiscovery,
-    image, rbac.serviceAccount, fullnameOverride, nodeSelector, extraArgs, resources, serviceMonitor).
+    """Values of chart 9.59.0 (values.yaml keys: cloudProvider, awsRegion, autoDiscovery, image,
+    rbac.serviceAccount, fullnameOverride, nodeSelector, extraArgs, resources, serviceMonitor,
+    securityContext, containerSecurityContext).
 
     `metrics`: the chart's ServiceMonitor, in the autoscaler's namespace (Prometheus selects all)."""
     return {
@@ -111,6 +118,8 @@ def helm_values(cluster_name: str, region: str, kubernetes_version: str, pools: 
         "rbac": {"create": True, "serviceAccount": {"create": True, "name": SERVICE_ACCOUNT}},
         "nodeSelector": dict(system_node_selector),
         "resources": RESOURCES,
+        "securityContext": dict(POD_SECURITY),
+        "containerSecurityContext": hardening.container_security_context(),
         "extraArgs": flags(pools),
     }
 

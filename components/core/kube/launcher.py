@@ -19,20 +19,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from components.core import images
 from components.core import versions as v
 from components.core.config import (
+    CpuPoolConfig,
     GpuPoolConfig,
     JobConfig,
     RunPolicyConfig,
     StorageConfig,
 )
 from components.core.hardware import nccl
-from components.core.kube import queueing, trainer, workers
+from components.core.kube import parameter_server, queueing, trainer, workers
 from components.core.kube.nodepool import SYSTEM_NODE_LABEL
 from components.core.planning import teardown
 
 MPIJOB_API_VERSION = "kubeflow.org/v2beta1"
-KINDS = {"mpirun": (MPIJOB_API_VERSION, "MPIJob"), "torchrun": (trainer.TRAINJOB_API_VERSION, "TrainJob")}
+KINDS = {"mpirun": (MPIJOB_API_VERSION, "MPIJob"), "torchrun": (trainer.TRAINJOB_API_VERSION, "TrainJob"),
+         "ps": (parameter_server.API_VERSION, parameter_server.KIND)}
 
 # mpirun only starts processes over ssh: a little CPU and memory on a system node.
 LAUNCHER_RESOURCES = {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"memory": "1Gi"}}
@@ -64,6 +67,8 @@ class JobContext:
     claim_name: str | None  # the FSx ReadWriteMany claim; None: no shared file system
     storage: StorageConfig | None = None
     prices: dict[str, float] | None = None
+    cpu_pools: tuple[CpuPoolConfig, ...] = ()  # where `launcher: ps` jobs put their parameter servers
+    image_cache: str | None = None  # images.cache_base(): public ECR images are pulled through it
 
 
 def run_policy(policy: RunPolicyConfig, deadline_seconds: int | None) -> dict[str, Any]:
@@ -186,9 +191,16 @@ def mpijob(job: JobConfig, pool: GpuPoolConfig, ctx: JobContext,
 
 def job_manifest(job: JobConfig, pool: GpuPoolConfig, ctx: JobContext,
                  secret: frozenset[str] = frozenset()) -> dict[str, Any]:
-    """The job's MPIJob or TrainJob, per its launcher; `secret`: env names whose values are in its Secret."""
+    """The job's MPIJob, TrainJob or JobSet, per its launcher; `secret`: env names whose values are in its Secret."""
+    cached = images.through_cache(job.image, ctx.image_cache)
+    if cached != job.image:
+        job = job.model_copy(update={"image": cached})
     if job.launcher == "mpirun":
         return mpijob(job, pool, ctx, secret)
+    if job.launcher == "ps":
+        ps_pool = next(p for p in ctx.cpu_pools if p.name == job.ps_pool)
+        return parameter_server.jobset(job, pool, ps_pool, ctx.namespace, ctx.claim_name, ctx.storage,
+                                       teardown.deadline_seconds(job, pool, ctx.prices, ps_pool), secret)
     return trainer.trainjob(job, pool, ctx.namespace, workers.job_env(job, pool, ctx.storage),
                             teardown.deadline_seconds(job, pool, ctx.prices), ctx.claim_name, secret)
 
@@ -198,8 +210,9 @@ def nccl_test_name(pool: GpuPoolConfig) -> str:
 
 
 def nccl_test_mpijob(pool: GpuPoolConfig, namespace: str, nodes: int = FABRIC_TEST_NODES,
-                     image: str = FABRIC_TEST_IMAGE) -> dict[str, Any]:
+                     image: str = FABRIC_TEST_IMAGE, image_cache: str | None = None) -> dict[str, Any]:
     """all_reduce_perf over `nodes` whole nodes of the pool: every GPU, every EFA device, queued first."""
+    image = images.through_cache(image, image_cache)
     gpus = pool.instance.gpu_count
     worker = workers.worker_container("worker", image, pool, gpus, None)
     command = mpirun_command(nodes, gpus, nccl.preset_env(pool.instance_type, pool.efa_enabled), ALL_REDUCE_PERF)

@@ -1,9 +1,10 @@
-"""What a GPU node looks like to Kubernetes and to the cluster autoscaler.
+"""What a pool's node looks like to Kubernetes and to the cluster autoscaler.
 
-Pure: a pool's config in, labels, taints, autoscaler tags and nodeadm user
-data out. `components/aws/gpu_pool.py` puts them on the launch template, the
-managed node group and its Auto Scaling group; the device plugins select
-nodes by the same labels and tolerate the same taint.
+Pure: a pool's config (GPU or CPU) in, labels, taints, autoscaler tags and
+nodeadm user data out. `components/aws/gpu_pool.py` and `cpu_pool.py` put
+them on the launch template, the managed node group and its Auto Scaling
+group; the device plugins select GPU nodes by the same labels and tolerate
+the same taint.
 """
 
 from __future__ import annotations
@@ -14,12 +15,18 @@ from typing import Any
 
 import yaml
 
-from components.core.config import GpuPoolConfig
+from components.core.config import CpuPoolConfig, GpuPoolConfig
 from components.core.hardware import efa
 
 POOL_LABEL = "gpucluster.io/pool"
+ROLE_LABEL = "gpucluster.io/role"
 # System nodes (add-ons, operators, launchers, the autoscaler) carry this label.
-SYSTEM_NODE_LABEL = {"gpucluster.io/role": "system"}
+SYSTEM_NODE_LABEL = {ROLE_LABEL: "system"}
+# CPU pool nodes carry this one. Besides naming them, it keeps Kueue's flavors
+# apart: Kueue 0.19 matches a pod set against a flavor on the flavor's own
+# label keys only, so a parameter server selecting role=cpu-pool can never be
+# given the system flavor (role=system), nor a launcher a CPU pool's.
+CPU_POOL_ROLE = {ROLE_LABEL: "cpu-pool"}
 # kubelet sets the well-known node.kubernetes.io/instance-type itself; ours is
 # a label the pool owns and the autoscaler's node template can repeat.
 INSTANCE_TYPE_LABEL = "gpucluster.io/instance-type"
@@ -76,9 +83,15 @@ class Taint:
 # Keeps everything that does not ask for a GPU (system pods, operators) off
 # the expensive nodes; the NVIDIA device plugin and GPU jobs tolerate it.
 GPU_TAINT = Taint(key=GPU_RESOURCE, value="true", effect="NoSchedule")
+# Keeps system pods off CPU pool nodes, so those scale back to zero; only the
+# jobs' parameter servers (and DaemonSets that tolerate every taint) go there.
+# Neither the NVIDIA device plugin nor the DCGM exporter tolerates it.
+CPU_POOL_TAINT = Taint(key="gpucluster.io/cpu-pool", value="true", effect="NoSchedule")
+
+Pool = GpuPoolConfig | CpuPoolConfig
 
 
-def scaling_config(pool: GpuPoolConfig, paused: bool = False) -> dict[str, int]:
+def scaling_config(pool: Pool, paused: bool = False) -> dict[str, int]:
     """The managed node group's sizes. Paused, the floor is 0 so the autoscaler can give every node back.
 
     Only min_size moves (UpdateNodegroupConfig, in place: no node is replaced);
@@ -99,9 +112,11 @@ def hugepages_2mi(pool: GpuPoolConfig) -> str | None:
     return HUGEPAGES_2MI if pool.efa_enabled else None
 
 
-def node_labels(pool: GpuPoolConfig) -> dict[str, str]:
+def node_labels(pool: Pool) -> dict[str, str]:
     """The pool's own labels, then ours (which win: plugins and jobs select on them)."""
     instance = pool.instance
+    if pool.is_cpu:
+        return {**pool.labels, POOL_LABEL: pool.name, INSTANCE_TYPE_LABEL: instance.name, **CPU_POOL_ROLE}
     labels = {
         **pool.labels,
         POOL_LABEL: pool.name,
@@ -126,12 +141,14 @@ def go_duration(minutes: int) -> str:
     return f"{hours}h{rest}m0s" if hours else f"{rest}m0s"
 
 
-def node_taints(pool: GpuPoolConfig) -> tuple[Taint, ...]:
-    return (GPU_TAINT,)
+def node_taints(pool: Pool) -> tuple[Taint, ...]:
+    return (CPU_POOL_TAINT,) if pool.is_cpu else (GPU_TAINT,)
 
 
-def node_resources(pool: GpuPoolConfig) -> dict[str, str]:
+def node_resources(pool: Pool) -> dict[str, str]:
     """Extended resources a node of the pool offers, as the autoscaler must assume them at zero nodes."""
+    if pool.is_cpu:
+        return {}
     resources = {GPU_RESOURCE: str(pool.instance.gpu_count)}
     if pool.efa_enabled:
         resources[EFA_RESOURCE] = str(efa_interfaces(pool))
@@ -144,7 +161,7 @@ def discovery_tags(cluster_name: str) -> dict[str, str]:
     return {f"{AUTOSCALER_TAG_PREFIX}/enabled": "true", f"{AUTOSCALER_TAG_PREFIX}/{cluster_name}": "owned"}
 
 
-def node_template_tags(pool: GpuPoolConfig) -> dict[str, str]:
+def node_template_tags(pool: Pool) -> dict[str, str]:
     """What a node would look like, so the autoscaler can scale the group up from zero.
 
     Format from the cluster-autoscaler AWS provider README ("Auto-Discovery
@@ -154,16 +171,16 @@ def node_template_tags(pool: GpuPoolConfig) -> dict[str, str]:
     tags = {f"{NODE_TEMPLATE_PREFIX}/label/{k}": v for k, v in node_labels(pool).items()}
     tags.update({f"{NODE_TEMPLATE_PREFIX}/taint/{t.key}": f"{t.value}:{t.effect}" for t in node_taints(pool)})
     tags.update({f"{NODE_TEMPLATE_PREFIX}/resources/{k}": v for k, v in node_resources(pool).items()})
-    # An idle GPU node goes after idleMinutes, not the autoscaler's 10-minute default.
+    # An idle node goes after idleMinutes, not the autoscaler's 10-minute default.
     tags[IDLE_OPTION_TAG] = go_duration(pool.idle_minutes)
     return tags
 
 
-def autoscaler_tags(pool: GpuPoolConfig, cluster_name: str) -> dict[str, str]:
+def autoscaler_tags(pool: Pool, cluster_name: str) -> dict[str, str]:
     return {**discovery_tags(cluster_name), **node_template_tags(pool)}
 
 
-def local_storage_strategy(pool: GpuPoolConfig) -> str | None:
+def local_storage_strategy(pool: Pool) -> str | None:
     """RAID0 over the instance-store NVMe disks: nodeadm moves kubelet and containerd onto it.
 
     A single disk is mounted instead: a one-device RAID0 buys nothing and
@@ -174,7 +191,7 @@ def local_storage_strategy(pool: GpuPoolConfig) -> str | None:
     return "RAID0" if pool.instance.local_nvme_disks > 1 else "Mount"
 
 
-def node_config(pool: GpuPoolConfig) -> dict[str, Any] | None:
+def node_config(pool: Pool) -> dict[str, Any] | None:
     """Our part of nodeadm's NodeConfig, or None when the defaults do.
 
     With a managed node group and no image_id, EKS appends the NodeConfig
@@ -210,7 +227,7 @@ def hugepages_script(pages: int) -> str:
     )
 
 
-def user_data(pool: GpuPoolConfig) -> str | None:
+def user_data(pool: Pool) -> str | None:
     """The launch template's user data (MIME multipart), or None when nodes need nothing extra.
 
     EKS merges this with its own bootstrap part; every part must sit in a
@@ -232,7 +249,7 @@ def user_data(pool: GpuPoolConfig) -> str | None:
     return "\n".join(lines) + "\n"
 
 
-def user_data_base64(pool: GpuPoolConfig) -> str | None:
+def user_data_base64(pool: Pool) -> str | None:
     """Launch templates take user data base64-encoded."""
     text = user_data(pool)
     return None if text is None else base64.b64encode(text.encode()).decode()

@@ -1,7 +1,8 @@
 """Kueue: all-or-nothing admission of jobs against the pools' capacity (pure).
 
-One ResourceFlavor per GPU pool and one for the system nodes (the MPIJob
-launcher is a pod set Kueue counts too), one ClusterQueue whose quotas are
+One ResourceFlavor per GPU or CPU pool and one for the system nodes (an
+MPIJob's launcher and a parameter-server job's chief are pod sets Kueue
+counts too), one ClusterQueue whose quotas are
 the pools' capacity, a LocalQueue in the training namespace, and two
 WorkloadPriorityClasses. Field names are Kueue v0.19.2's v1beta2 API
 (tests/upstream/crds/kueue.x-k8s.io_*.yaml; apis/config/v1beta2 for the
@@ -17,9 +18,9 @@ import yaml
 
 from components.core import namespaces
 from components.core import versions as v
-from components.core.config import GpuPoolConfig, SystemNodesConfig
+from components.core.config import SystemNodesConfig
 from components.core.hardware import catalog
-from components.core.kube import nodepool, workers
+from components.core.kube import hardening, nodepool, workers
 from components.core.kube.nodepool import SYSTEM_NODE_LABEL
 
 API_VERSION = "kueue.x-k8s.io/v1beta2"
@@ -113,26 +114,33 @@ def manager_config() -> dict[str, Any]:
 
 def helm_values(metrics: bool = False) -> dict[str, Any]:
     """Values of the kueue chart 0.19.2 (controllerManager.manager.image, controllerManager.nodeSelector,
-    managerConfig.controllerManagerConfigYaml, enablePrometheus: values.yaml keys at v0.19.2).
+    managerConfig.controllerManagerConfigYaml, enablePrometheus, controllerManager.manager.podSecurityContext
+    and containerSecurityContext: values.yaml keys at v0.19.2).
 
-    `metrics`: the chart's ServiceMonitor (needs the Prometheus Operator's CRDs)."""
+    `metrics`: the chart's ServiceMonitor (needs the Prometheus Operator's CRDs).
+
+    The security contexts are the chart's own defaults (runAsNonRoot, RuntimeDefault seccomp, a
+    read-only root, no capabilities), stated so a chart upgrade cannot loosen them unnoticed; so are
+    its requests and limits (500m/512Mi, 2 CPUs/512Mi) and its /healthz and /readyz probes."""
     return {
         "enablePrometheus": metrics,
         "controllerManager": {
             "replicas": 1,
             "manager": {"image": {"repository": v.KUEUE_IMAGE, "tag": v.KUEUE_IMAGE_TAG,
-                                  "pullPolicy": "IfNotPresent"}},
+                                  "pullPolicy": "IfNotPresent"},
+                        "podSecurityContext": hardening.pod_security_context(),
+                        "containerSecurityContext": hardening.container_security_context()},
             "nodeSelector": dict(SYSTEM_NODE_LABEL),
         },
         "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(manager_config(), sort_keys=False)},
     }
 
 
-def flavor_name(pool: GpuPoolConfig) -> str:
+def flavor_name(pool: nodepool.Pool) -> str:
     return f"pool-{pool.name}"
 
 
-def covered_resources(pools: Sequence[GpuPoolConfig]) -> list[str]:
+def covered_resources(pools: Sequence[nodepool.Pool]) -> list[str]:
     """Every resource a pod of ours requests: Kueue's default quota check
     (BlockUndeclared) never admits a workload asking for an uncovered one."""
     resources = ["cpu", "memory", nodepool.GPU_RESOURCE]
@@ -147,14 +155,15 @@ def _scaled(quantity: str, factor: int) -> str:
     return f"{int(number) * factor}{quantity[len(number):]}"
 
 
-def pool_quota(pool: GpuPoolConfig, resources: Sequence[str]) -> dict[str, str]:
+def pool_quota(pool: nodepool.Pool, resources: Sequence[str]) -> dict[str, str]:
     """The pool at maxNodes: what its workers request per node, times maxNodes (0 where it offers none)."""
-    per_node = workers.worker_resources(pool, pool.instance.gpu_count)["requests"]
+    per_node = (workers.cpu_node_resources(pool) if pool.is_cpu
+                else workers.worker_resources(pool, pool.instance.gpu_count))["requests"]
     return {r: _scaled(per_node[r], pool.max_nodes) if r in per_node else "0" for r in resources}
 
 
 def system_quota(system: SystemNodesConfig, resources: Sequence[str]) -> dict[str, str]:
-    """Room on the system nodes for MPIJob launchers (cpu and memory only)."""
+    """Room on the system nodes for MPIJob launchers and parameter-server chiefs (cpu and memory only)."""
     node = catalog.get(system.instance_type)
     cores = int(system.count * node.vcpus * SYSTEM_SHARE_FOR_LAUNCHERS * 1000)
     memory = int(system.count * node.memory_gib * SYSTEM_SHARE_FOR_LAUNCHERS)
@@ -162,7 +171,7 @@ def system_quota(system: SystemNodesConfig, resources: Sequence[str]) -> dict[st
     return {r: amounts.get(r, "0") for r in resources}
 
 
-def resource_flavors(pools: Sequence[GpuPoolConfig]) -> list[dict[str, Any]]:
+def resource_flavors(pools: Sequence[nodepool.Pool]) -> list[dict[str, Any]]:
     """One flavor per pool, with the pool's node labels and its taint; and one for the system nodes.
 
     Kueue 0.19.2 matches a pod set's node selector against a flavor only on
@@ -175,16 +184,20 @@ def resource_flavors(pools: Sequence[GpuPoolConfig]) -> list[dict[str, Any]]:
     flavors = [{"apiVersion": API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": SYSTEM_FLAVOR},
                 "spec": {"nodeLabels": dict(SYSTEM_NODE_LABEL)}}]
     for pool in pools:
+        # A CPU pool's flavor also carries the role label: a pod set selecting role=system (a launcher,
+        # a chief) conflicts with it, and one selecting role=cpu-pool (a parameter server) with the
+        # system flavor, whatever quota is left (nodepool.CPU_POOL_ROLE).
+        labels = {nodepool.POOL_LABEL: pool.name, **(nodepool.CPU_POOL_ROLE if pool.is_cpu else {})}
         flavors.append({
             "apiVersion": API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": flavor_name(pool)},
-            "spec": {"nodeLabels": {nodepool.POOL_LABEL: pool.name},
+            "spec": {"nodeLabels": labels,
                      "nodeTaints": [{"key": t.key, "value": t.value, "effect": t.effect}
                                     for t in nodepool.node_taints(pool)]},
         })
     return flavors
 
 
-def cluster_queue(pools: Sequence[GpuPoolConfig], system: SystemNodesConfig, namespace: str,
+def cluster_queue(pools: Sequence[nodepool.Pool], system: SystemNodesConfig, namespace: str,
                   stop_policy: str = "None") -> dict[str, Any]:
     """The one ClusterQueue: quotas = the pools' capacity, jobs from the training namespace only.
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+from components.core import images
 from components.core.config import GpuPoolConfig, RunPolicyConfig
 from components.core.hardware import nccl
 from components.core.kube import launcher, queueing, workers
@@ -67,14 +68,16 @@ def script(stage: str, pool: GpuPoolConfig, job: str, namespace: str) -> str:
     return f"set -o pipefail; {first}; echo '{MARK} nccl-tests'; {test}"
 
 
-def mpijob(stage: str, pool: GpuPoolConfig, namespace: str, claim_name: str) -> dict[str, Any]:
+def mpijob(stage: str, pool: GpuPoolConfig, namespace: str, claim_name: str,
+           image_cache: str | None = None) -> dict[str, Any]:
     nodes = 1 if stage == "one-node" else 2
     job = name(pool, stage)
     gpus = pool.instance.gpu_count
     mount = MOUNT if stage == "one-node" else None
-    worker = workers.worker_container("worker", launcher.FABRIC_TEST_IMAGE, pool, gpus, mount)
+    image = images.through_cache(launcher.FABRIC_TEST_IMAGE, image_cache)
+    worker = workers.worker_container("worker", image, pool, gpus, mount)
     return launcher.mpijob_manifest(
         job, launcher.JobContext(namespace, claim_name if mount else None), pool, nodes, gpus,
-        launcher.FABRIC_TEST_IMAGE, ["/bin/bash", "-c", script(stage, pool, job, namespace)], worker,
+        image, ["/bin/bash", "-c", script(stage, pool, job, namespace)], worker,
         claim_name if mount else None, RunPolicyConfig(backoff_limit=0),
         queueing.FABRIC_TEST_PRIORITY, DEADLINE_SECONDS)

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.core.config import GpuPoolConfig, JobConfig, StorageConfig
+from components.core.config import CpuPoolConfig, GpuPoolConfig, JobConfig, StorageConfig
 from components.core.config.jobs import SCRIPTS_DIR
-from components.core.hardware import nccl
+from components.core.hardware import catalog, frameworks, nccl
 from components.core.kube import nodepool
 from components.core.storage.fsx import directory
 
@@ -53,6 +53,8 @@ def gpus_per_node(job: JobConfig, pool: GpuPoolConfig) -> int:
 def job_env(job: JobConfig, pool: GpuPoolConfig, storage: StorageConfig | None = None) -> dict[str, str]:
     """The type's NCCL/EFA preset, where the data lives, then the job's env over it (job wins, "" removes)."""
     env = nccl.preset_env(pool.instance_type, pool.efa_enabled, torch=job.launcher == "torchrun")
+    if job.launcher == "mpirun":
+        env.update(frameworks.preset_env(job.framework))
     env[JOB_ENV] = job.name  # what a script names its checkpoints and runs by
     if storage is not None:
         # The bucket is linked at the file system's root, so its prefixes are
@@ -110,13 +112,19 @@ def worker_labels(job_name: str, pool: GpuPoolConfig, metrics_port: int | None =
     return out
 
 
+def node_share(instance: catalog.InstanceType) -> dict[str, str]:
+    """The CPU and memory a whole-node pod requests: NODE_SHARE of the node."""
+    return {"cpu": f"{int(instance.vcpus * NODE_SHARE * 1000)}m", "memory": f"{int(instance.memory_gib * NODE_SHARE)}Gi"}
+
+
+def cpu_node_resources(pool: CpuPoolConfig) -> dict[str, dict[str, str]]:
+    """A parameter server's: a whole CPU node less kubelet's reserve and the DaemonSets, memory capped alike."""
+    amounts = node_share(pool.instance)
+    return {"requests": amounts, "limits": {"memory": amounts["memory"]}}
+
+
 def worker_resources(pool: GpuPoolConfig, gpus: int) -> dict[str, dict[str, str]]:
-    instance = pool.instance
-    amounts = {
-        nodepool.GPU_RESOURCE: str(gpus),
-        "cpu": f"{int(instance.vcpus * NODE_SHARE * 1000)}m",
-        "memory": f"{int(instance.memory_gib * NODE_SHARE)}Gi",
-    }
+    amounts = {nodepool.GPU_RESOURCE: str(gpus), **node_share(pool.instance)}
     if pool.efa_enabled:
         amounts[nodepool.EFA_RESOURCE] = str(nodepool.efa_interfaces(pool))
     hugepages = nodepool.hugepages_2mi(pool)

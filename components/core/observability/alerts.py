@@ -122,7 +122,7 @@ def alert_rules(cfg: StackConfig) -> list[dict[str, Any]]:
                "cluster-autoscaler's events on the pod say which."),
     ]
     for job in cfg.jobs:
-        deadline = teardown.deadline_seconds(job, cfg.pool(job.pool), cfg.prices)
+        deadline = teardown.deadline_seconds(job, cfg.pool(job.pool), cfg.prices, cfg.ps_pool_of(job))
         if deadline is None:
             continue
         rules.append(_alert(

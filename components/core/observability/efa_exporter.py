@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from components.core import images
 from components.core import versions as v
-from components.core.kube import nodepool
+from components.core.kube import hardening, nodepool
 from components.core.observability import metrics
 
 NAME = "efa-counters"
@@ -59,6 +60,20 @@ done
 COLLECTOR_RESOURCES = {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "32Mi"}}
 EXPORTER_RESOURCES = {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "64Mi"}}
 
+# Both containers as `nobody`: sysfs's hw_counters files are world-readable (0444), the emptyDir is
+# world-writable, the script's ConfigMap is mode 0555; nothing else is written. node-exporter's image
+# runs as nobody already (quay.io/prometheus/node-exporter: USER nobody); busybox's as root, hence the UID.
+POD_SECURITY = hardening.pod_security_context(hardening.NOBODY)
+# The collector is alive while it keeps rewriting the file (every INTERVAL_SECONDS), ready once it has
+# written it; node-exporter's landing page (`/`, as the prometheus-node-exporter chart probes it).
+STALE_AFTER_MINUTES = 2
+COLLECTOR_LIVENESS = {"exec": {"command": ["/bin/sh", "-c", f'test -n "$(find {TEXTFILE_DIR}/efa.prom '
+                                                            f'-mmin -{STALE_AFTER_MINUTES})"']},
+                      "initialDelaySeconds": 60, "periodSeconds": 60, "timeoutSeconds": 5}
+COLLECTOR_READINESS = {"exec": {"command": ["/bin/sh", "-c", f"test -f {TEXTFILE_DIR}/efa.prom"]},
+                       "periodSeconds": 15, "timeoutSeconds": 5}
+EXPORTER_PROBE = {"httpGet": {"path": "/", "port": PORT}, "periodSeconds": 30, "timeoutSeconds": 5}
+
 
 def config_map(namespace: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "ConfigMap",
@@ -66,19 +81,22 @@ def config_map(namespace: str) -> dict[str, Any]:
             "data": {"collect.sh": COLLECT_SCRIPT}}
 
 
-def daemon_set(namespace: str) -> dict[str, Any]:
-    """On every EFA node (the EFA device plugin's label), tolerating the GPU taint."""
+def daemon_set(namespace: str, image_cache: str | None = None) -> dict[str, Any]:
+    """On every EFA node (the EFA device plugin's label), tolerating the GPU taint; busybox through the
+    pull-through cache at `image_cache` (components.core.images) when there is one."""
     volumes = [
         {"name": "sys", "hostPath": {"path": "/sys", "type": "Directory"}},
         {"name": "textfile", "emptyDir": {"medium": "Memory", "sizeLimit": "4Mi"}},
         {"name": "script", "configMap": {"name": NAME, "defaultMode": 0o555}},
     ]
     collector = {
-        "name": "collect", "image": v.BUSYBOX_IMAGE, "command": ["/bin/sh", "/script/collect.sh"],
+        "name": "collect", "image": images.through_cache(v.BUSYBOX_IMAGE, image_cache), "command": ["/bin/sh", "/script/collect.sh"],
         "env": [{"name": "SYSFS_ROOT", "value": HOST_SYS}, {"name": "TEXTFILE_DIR", "value": TEXTFILE_DIR},
                 {"name": "INTERVAL_SECONDS", "value": str(INTERVAL_SECONDS)}],
         "resources": COLLECTOR_RESOURCES,
-        "securityContext": {"readOnlyRootFilesystem": True, "allowPrivilegeEscalation": False},
+        "livenessProbe": COLLECTOR_LIVENESS,
+        "readinessProbe": COLLECTOR_READINESS,
+        "securityContext": hardening.container_security_context(),
         "volumeMounts": [{"name": "sys", "mountPath": HOST_SYS, "readOnly": True},
                          {"name": "textfile", "mountPath": TEXTFILE_DIR},
                          {"name": "script", "mountPath": "/script", "readOnly": True}],
@@ -89,8 +107,9 @@ def daemon_set(namespace: str) -> dict[str, Any]:
                  f"--collector.textfile.directory={TEXTFILE_DIR}", f"--web.listen-address=:{PORT}"],
         "ports": [{"name": "metrics", "containerPort": PORT}],
         "resources": EXPORTER_RESOURCES,
-        "securityContext": {"readOnlyRootFilesystem": True, "allowPrivilegeEscalation": False, "runAsNonRoot": True,
-                            "runAsUser": 65534},
+        "livenessProbe": {**EXPORTER_PROBE, "failureThreshold": 3},
+        "readinessProbe": dict(EXPORTER_PROBE),
+        "securityContext": hardening.container_security_context(),
         "volumeMounts": [{"name": "textfile", "mountPath": TEXTFILE_DIR, "readOnly": True}],
     }
     return {
@@ -105,6 +124,9 @@ def daemon_set(namespace: str) -> dict[str, Any]:
                     "nodeSelector": {nodepool.EFA_LABEL: "true"},
                     "tolerations": [nodepool.GPU_TAINT.toleration()],
                     "priorityClassName": "system-node-critical",
+                    # Neither container calls the Kubernetes API.
+                    "automountServiceAccountToken": False,
+                    "securityContext": dict(POD_SECURITY),
                     "containers": [collector, exporter],
                     "volumes": volumes,
                 },

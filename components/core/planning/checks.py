@@ -27,10 +27,11 @@ def problems(cfg: StackConfig, valid: set[str]) -> list[Problem]:
         path = f"{NAMESPACE}:jobs[{i}]"
         if job.model is not None and (reason := fit_problem(job, pool)):
             out.append(Problem(f"{path}.model", reason))
-        seconds = cost_deadline_seconds(job, pool, cfg.prices)
+        ps_pool = cfg.ps_pool_of(job)
+        seconds = cost_deadline_seconds(job, pool, cfg.prices, ps_pool)
         if seconds is not None and seconds < MIN_DEADLINE_SECONDS:
             out.append(Problem(f"{path}.maxCostUsd",
                                f"got {show(job.max_cost_usd)}; buys {seconds} s of {job.nodes} x {pool.instance_type} "
-                               f"(${job_price_per_hour(job, pool, cfg.prices):,.2f}/h); at least "
+                               f"(${job_price_per_hour(job, pool, cfg.prices, ps_pool):,.2f}/h); at least "
                                f"{MIN_DEADLINE_SECONDS // 60} minutes' worth is needed"))
     return out

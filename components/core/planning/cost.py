@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from components.core.config import GpuPoolConfig, StackConfig, support_type
+from components.core.config import CpuPoolConfig, GpuPoolConfig, StackConfig, support_type
 from components.core.hardware import catalog
 from components.core.planning.metrics_footprint import footprint
 
@@ -76,7 +76,7 @@ def fsx_per_hour(cfg: StackConfig) -> float:
     return fsx.storage_capacity_gib * per_gb_month / HOURS_PER_MONTH
 
 
-def pool_line(pool: GpuPoolConfig, cfg: StackConfig, reserved_nodes: int | None, paused: bool = False) -> CostLine:
+def pool_line(pool: GpuPoolConfig | CpuPoolConfig, cfg: StackConfig, reserved_nodes: int | None, paused: bool = False) -> CostLine:
     """A pool's cost at min and max scale, saying what the number assumes.
 
     A reservation (On-Demand Capacity Reservation or Capacity Block) bills
@@ -85,7 +85,8 @@ def pool_line(pool: GpuPoolConfig, cfg: StackConfig, reserved_nodes: int | None,
     Capacity Block lookup, else (an ODCR, which has no invoke) maxNodes.
     Paused, a pool's floor is 0 (nodepool.scaling_config), reservations still bill.
     """
-    price = cfg.price(pool.instance_type)
+    # A Spot pool that may launch other types: the dearest of them bounds it.
+    price = max(cfg.price(t) for t in pool.instance_types)
     notes = []
     low = 0 if paused else pool.min_nodes
     if pool.capacity_reservation_id is not None:
@@ -95,22 +96,25 @@ def pool_line(pool: GpuPoolConfig, cfg: StackConfig, reserved_nodes: int | None,
                      + ("" if reserved_nodes is not None else " (assumed maxNodes)"))
         if pool.capacity_type == "CAPACITY_BLOCK" and pool.instance_type not in cfg.prices:
             notes.append("Capacity Block price is set at purchase: on-demand rate shown")
-    if pool.capacity_type == "SPOT" and pool.instance_type not in cfg.prices:
-        notes.append("SPOT: on-demand rate shown, an upper bound")
+    if pool.capacity_type == "SPOT" and not all(t in cfg.prices for t in pool.instance_types):
+        dearest = max(pool.instance_types, key=cfg.price)
+        notes.append(f"SPOT: on-demand rate{f' of {dearest}' if len(pool.instance_types) > 1 else ''} shown, "
+                     "an upper bound")
     notes += price_region_note(pool.instance_type, cfg)
     note = f" ({'; '.join(notes)})" if notes else ""
-    return CostLine(f"GPU pool {pool.name} {pool.min_nodes}-{pool.max_nodes} x {pool.instance_type}{note}",
+    kind = "CPU" if pool.is_cpu else "GPU"
+    return CostLine(f"{kind} pool {pool.name} {pool.min_nodes}-{pool.max_nodes} x {pool.instance_type}{note}",
                     low * price, pool.max_nodes * price)
 
 
 def root_volumes_line(cfg: StackConfig, paused: bool = False) -> CostLine:
-    """The nodes' gp3 root volumes: the system nodes' always, each GPU node's while it runs."""
+    """The nodes' gp3 root volumes: the system nodes' always, each pool node's while it runs."""
     def per_hour(gib: int) -> float:
         return gib * GIB * GP3_GB_MONTH / HOURS_PER_MONTH
 
     system = cfg.system_nodes.count * per_hour(cfg.system_nodes.disk_size_gib)
-    low = system + sum((0 if paused else p.min_nodes) * per_hour(p.root_volume_gib) for p in cfg.gpu_pools)
-    high = system + sum(p.max_nodes * per_hour(p.root_volume_gib) for p in cfg.gpu_pools)
+    low = system + sum((0 if paused else p.min_nodes) * per_hour(p.root_volume_gib) for p in cfg.all_pools)
+    high = system + sum(p.max_nodes * per_hour(p.root_volume_gib) for p in cfg.all_pools)
     return CostLine("node root volumes (gp3)", low, high)
 
 
@@ -141,7 +145,7 @@ def estimate(cfg: StackConfig, reserved_nodes: dict[str, int] | None = None,
                  nats * PUBLIC_IPV4_PER_HOUR),
         CostLine(f"system nodes {cfg.system_nodes.count} x {cfg.system_nodes.instance_type}", system, system),
     ]
-    lines += [pool_line(pool, cfg, (reserved_nodes or {}).get(pool.name), paused) for pool in cfg.gpu_pools]
+    lines += [pool_line(pool, cfg, (reserved_nodes or {}).get(pool.name), paused) for pool in cfg.all_pools]
     lines.append(root_volumes_line(cfg, paused))
     fsx = fsx_per_hour(cfg)
     lines.append(CostLine(f"FSx {cfg.storage.fsx.deployment_type} {cfg.storage.fsx.storage_capacity_gib} GiB", fsx, fsx))

@@ -11,27 +11,34 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from components.core.config import GpuPoolConfig, JobConfig, StackConfig
+from components.core.config import CpuPoolConfig, GpuPoolConfig, JobConfig, StackConfig
 from components.core.hardware import catalog
 
 # A cost bound that buys less than this is a mistake, not a bound.
 MIN_DEADLINE_SECONDS = 600
 
 
-def job_price_per_hour(job: JobConfig, pool: GpuPoolConfig, prices: dict[str, float] | None = None) -> float:
-    return job.nodes * catalog.price(pool.instance_type, prices)
+def job_price_per_hour(job: JobConfig, pool: GpuPoolConfig, prices: dict[str, float] | None = None,
+                       ps_pool: CpuPoolConfig | None = None) -> float:
+    """Its GPU nodes, and for a parameter-server job its parameter servers' CPU nodes too."""
+    price = job.nodes * catalog.price(pool.instance_type, prices)
+    if ps_pool is not None:
+        price += job.ps_replicas * catalog.price(ps_pool.instance_type, prices)
+    return price
 
 
-def cost_deadline_seconds(job: JobConfig, pool: GpuPoolConfig, prices: dict[str, float] | None = None) -> int | None:
+def cost_deadline_seconds(job: JobConfig, pool: GpuPoolConfig, prices: dict[str, float] | None = None,
+                          ps_pool: CpuPoolConfig | None = None) -> int | None:
     """The run time `maxCostUsd` buys, in whole seconds (None without a bound)."""
     if job.max_cost_usd is None:
         return None
-    return math.floor(job.max_cost_usd / job_price_per_hour(job, pool, prices) * 3600)
+    return math.floor(job.max_cost_usd / job_price_per_hour(job, pool, prices, ps_pool) * 3600)
 
 
-def deadline_seconds(job: JobConfig, pool: GpuPoolConfig, prices: dict[str, float] | None = None) -> int | None:
+def deadline_seconds(job: JobConfig, pool: GpuPoolConfig, prices: dict[str, float] | None = None,
+                     ps_pool: CpuPoolConfig | None = None) -> int | None:
     """The earliest of activeDeadlineSeconds and the cost bound's deadline; None: no deadline."""
-    found = [s for s in (job.run_policy.active_deadline_seconds, cost_deadline_seconds(job, pool, prices))
+    found = [s for s in (job.run_policy.active_deadline_seconds, cost_deadline_seconds(job, pool, prices, ps_pool))
              if s is not None]
     return min(found) if found else None
 
@@ -53,15 +60,16 @@ class Teardown:
 
 
 def teardown(job: JobConfig, cfg: StackConfig) -> Teardown:
-    pool = cfg.pool(job.pool)
-    deadline = deadline_seconds(job, pool, cfg.prices)
+    pool, ps_pool = cfg.pool(job.pool), cfg.ps_pool_of(job)
+    deadline = deadline_seconds(job, pool, cfg.prices, ps_pool)
     source = None
     if deadline is not None:
-        source = "maxCostUsd" if deadline == cost_deadline_seconds(job, pool, cfg.prices) else "activeDeadlineSeconds"
+        source = ("maxCostUsd" if deadline == cost_deadline_seconds(job, pool, cfg.prices, ps_pool)
+                  else "activeDeadlineSeconds")
     tail_minutes = removal_minutes(pool)
     worst = None
     if deadline is not None:
-        worst = round(job_price_per_hour(job, pool, cfg.prices) * (deadline / 3600 + tail_minutes / 60), 2)
+        worst = round(job_price_per_hour(job, pool, cfg.prices, ps_pool) * (deadline / 3600 + tail_minutes / 60), 2)
     return Teardown(deadline, source, worst, tail_minutes, job.run_policy.clean_pod_policy)
 
 
