@@ -12,6 +12,7 @@ from components.aws.image_cache import ImageCache, ImageCacheArgs
 from components.aws.network import Network, NetworkArgs
 from components.aws.node_group import NodeGroupSettings
 from components.aws.storage import Storage, StorageArgs
+from components.core import system_nodes
 from components.core.config.values import is_admin
 from components.core.observability import access, dashboards
 from components.core.planning import cost
@@ -46,6 +47,8 @@ if not is_admin(caller.arn, cfg.admin_principal_arns):
 if kept_bucket is not None and kept_bucket.region != cfg.region:
     pulumi.log.warn(f"storage.bucketName {kept_bucket.name} is in {kept_bucket.region}, not {cfg.region}: FSx links "
                     "to it across regions, and its traffic bypasses the VPC's S3 endpoint (transfer charges)")
+if (warning := system_nodes.image_disk_warning(cfg)) is not None:
+    pulumi.log.warn(warning)
 name = cfg.cluster_name
 # Registered on every run (destroy included): export to S3 before unlinking, bucket guard, leftover ENIs.
 hooks = StackHooks(HookSettings.of(cfg))

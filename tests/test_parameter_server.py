@@ -63,9 +63,9 @@ def test_one_chief_psreplicas_parameter_servers_and_nodes_workers(jobset):
     counts = {r["name"]: (r["replicas"], r["template"]["spec"]["parallelism"], r["template"]["spec"]["completions"],
                           r["template"]["spec"]["completionMode"]) for r in jobset["spec"]["replicatedJobs"]}
     assert counts == {"chief": (1, 1, 1, "Indexed"), "ps": (1, 2, 2, "Indexed"), "worker": (1, 2, 2, "Indexed")}
-    # Parameter servers first; the rest once they listen.
+    # Parameter servers and workers together (their nodes scale up in parallel); the chief once the servers listen.
     assert [(r["name"], r.get("dependsOn")) for r in jobset["spec"]["replicatedJobs"]] == [
-        ("ps", None), ("worker", [{"name": "ps", "status": "Ready"}]), ("chief", [{"name": "ps", "status": "Ready"}])]
+        ("ps", None), ("worker", None), ("chief", [{"name": "ps", "status": "Ready"}])]
     assert pod_spec(jobset, "ps")["containers"][0]["readinessProbe"] == {"tcpSocket": {"port": 12345},
                                                                          "periodSeconds": 5}
     # Succeeds when the chief does (ps and workers serve forever); any failure restarts the gang.
@@ -384,3 +384,33 @@ def test_every_role_carries_the_job_label_the_training_network_policy_allows(job
             assert expr["key"] in labels and expr["operator"] == "Exists"
         for key, value in selector.get("matchLabels", {}).items():
             assert labels.get(key) == value
+
+
+def test_small_system_disks_are_warned_about_when_they_pull_job_images(recording):
+    from components.core import system_nodes
+
+    warnings = [msg for level, msg in recording.logs if level in ("warning", "warn")]
+    assert ("systemNodes.diskSizeGiB is 50: the launchers and chiefs of mpirun and ps jobs pull 1 job image onto "
+            "the system nodes") in " ".join(warnings)
+    assert system_nodes.image_disk_warning(stack_config("dev", {**OVERRIDES, "gpucluster:systemNodes": {
+        "instanceType": "m7i.xlarge", "count": 2, "diskSizeGiB": 100}})) is None
+    assert system_nodes.image_disk_warning(stack_config("dev")) is None  # torchrun only: nothing on the system nodes
+
+
+def test_a_spot_cpu_pool_may_add_types_at_least_as_large():
+    spot = {**CPU_POOL, "extraInstanceTypes": ["r7i.4xlarge", "m7i.2xlarge", "m7i.4xlarge"]}
+    assert problems({**OVERRIDES, "gpucluster:cpuPools": [spot]}) == [
+        "gpucluster:cpuPools[0].extraInstanceTypes[1]: got 'm7i.2xlarge'; it has fewer vCPUs or less memory than "
+        "m7i.4xlarge: a parameter server sized for one would not fit",
+        "gpucluster:cpuPools[0].extraInstanceTypes[2]: got 'm7i.4xlarge'; a repeat (of instanceType or an earlier "
+        "entry)",
+    ]
+    assert problems({**OVERRIDES, "gpucluster:cpuPools": [{**CPU_POOL, "capacityType": "ON_DEMAND",
+                                                           "extraInstanceTypes": ["r7i.4xlarge"]}]}) == [
+        "gpucluster:cpuPools[0].extraInstanceTypes: applies to capacityType SPOT only (got ON_DEMAND): an on-demand "
+        "pool runs one type"]
+    cfg = stack_config("dev", {**OVERRIDES, "gpucluster:cpuPools": [{**CPU_POOL, "extraInstanceTypes": ["r7i.4xlarge"]}]})
+    assert cfg.cpu_pool("ps").instance_types == ("m7i.4xlarge", "r7i.4xlarge")
+    rec = mocks.run_program(stack_raw("dev", {**OVERRIDES, "gpucluster:cpuPools": [
+        {**CPU_POOL, "extraInstanceTypes": ["r7i.4xlarge"]}]}), "dev")
+    assert rec.named("gpucluster-dev-ps-node-group").inputs["instanceTypes"] == ["m7i.4xlarge", "r7i.4xlarge"]

@@ -68,7 +68,7 @@ def cpu_pool_rows(cfg: config.StackConfig) -> list[dict[str, Any]]:
         rows.append({
             "name": pool.name, "instanceType": pool.instance_type, "vcpus": t.vcpus, "memoryGiB": t.memory_gib,
             "minNodes": pool.min_nodes, "maxNodes": pool.max_nodes, "capacityType": pool.capacity_type,
-            "interruptible": pool.capacity_type == "SPOT", "parameterServersOf": users,
+            "interruptible": pool.is_spot, "instanceTypes": list(pool.instance_types), "parameterServersOf": users,
             "costPerHourMin": round(pool.min_nodes * price, 2), "costPerHourMax": round(pool.max_nodes * price, 2),
         })
     return rows

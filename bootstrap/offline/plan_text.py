@@ -101,6 +101,9 @@ def render(report: dict[str, Any], tree: list[str]) -> str:
         out.append(f"  {p['name']}: {p['instanceType']} ({p['vcpus']} vCPUs, {p['memoryGiB']:g} GiB), "
                    f"{p['minNodes']}-{p['maxNodes']} nodes, {p['capacityType']}, parameter servers of: {users}, "
                    f"${p['costPerHourMin']:,.2f}/h at min, ${p['costPerHourMax']:,.2f}/h at max")
+        if len(p["instanceTypes"]) > 1:
+            out.append(f"    also launches {', '.join(p['instanceTypes'][1:])} when {p['instanceType']} has no Spot "
+                       "capacity")
         if p["interruptible"]:
             out.append(SPOT_NOTE)
     s = report["storage"]

@@ -188,3 +188,23 @@ def _fits(cfg: StackConfig, instance_type: str, count: int) -> bool:
     per_node_mem = sum(p.memory_mi for p in system_pods(resized) if p.per_node)
     return (cap.requested_cpu_m <= cap.allocatable_cpu_m and cap.requested_memory_mi <= cap.allocatable_memory_mi
             and cap.largest.memory_mi + per_node_mem <= allocatable(instance_type)[1])
+
+
+# The launchers of mpirun jobs and the chiefs of ps jobs run the job's image on the system nodes: a Deep
+# Learning Container is 15-20 GB, which containerd keeps compressed and unpacked. Below this, kubelet's image
+# garbage collection (85 % of the disk) and disk-pressure eviction can reach Kueue, the operators or CoreDNS.
+DISK_FOR_JOB_IMAGES_GIB = 100
+
+
+def image_disk_warning(cfg: StackConfig) -> str | None:
+    """A warning when the system nodes' root volume is small for the job images they pull, else None."""
+    pulling = sorted({j.image for _, j in entries(cfg.jobs) if j.launcher in ("mpirun", "ps")})
+    disk = cfg.system_nodes.disk_size_gib
+    if not pulling or disk >= DISK_FOR_JOB_IMAGES_GIB:
+        return None
+    return (f"systemNodes.diskSizeGiB is {disk}: the launchers and chiefs of mpirun and ps jobs pull "
+            f"{len(pulling)} job image{'s' if len(pulling) != 1 else ''} onto the system nodes (a Deep Learning "
+            f"Container is 15-20 GB, kept compressed and unpacked); {DISK_FOR_JOB_IMAGES_GIB} GiB keeps kubelet's "
+            "image garbage collection and disk-pressure eviction away from Kueue and the operators. Changing it "
+            "rolls the system nodes: do it while no MPIJob runs")
+

@@ -197,6 +197,9 @@ class CpuPoolConfig(Model):
     labels: dict[LabelKey, LabelValue] = Field(default_factory=dict, description="extra node labels")
     idle_minutes: Int(ge=1, le=IDLE_MINUTES_MAX) = Field(
         IDLE_MINUTES_DEFAULT, description="an idle node of the pool is removed after this long")
+    extra_instance_types: tuple[CpuType, ...] = Field(
+        (), description="`SPOT` only: more types the node group may launch when the first has no Spot capacity, "
+                        "each with at least the vCPUs and memory of instanceType (m7i.8xlarge with r7i.8xlarge)")
 
     # What node-pool code asks of any pool: a CPU pool has no EFA, placement group, reservation or
     # instance store of its own, and one instance type.
@@ -214,7 +217,11 @@ class CpuPoolConfig(Model):
 
     @property
     def instance_types(self) -> tuple[str, ...]:
-        return (self.instance_type,)
+        return (self.instance_type, *self.extra_instance_types)
+
+    @property
+    def is_spot(self) -> bool:
+        return self.capacity_type == "SPOT"
 
     @property
     def initial_nodes(self) -> int:
@@ -232,3 +239,18 @@ class CpuPoolConfig(Model):
     def _sizes(self):
         if self.min_nodes > self.max_nodes:
             yield "maxNodes", f"got {self.max_nodes}; must be >= minNodes ({self.min_nodes})"
+
+    @rule("capacity_type", "instance_type", "extra_instance_types")
+    def _spot_types(self):
+        if self.extra_instance_types and self.capacity_type != "SPOT":
+            yield "extraInstanceTypes", (f"applies to capacityType SPOT only (got {self.capacity_type}): an on-demand "
+                                         "pool runs one type")
+            return
+        first = self.instance
+        for i, name in enumerate(self.extra_instance_types):
+            other = catalog.get(name)
+            if name == self.instance_type or name in self.extra_instance_types[:i]:
+                yield f"extraInstanceTypes[{i}]", f"got {show(name)}; a repeat (of instanceType or an earlier entry)"
+            elif other.vcpus < first.vcpus or other.memory_gib < first.memory_gib:
+                yield f"extraInstanceTypes[{i}]", (f"got {show(name)}; it has fewer vCPUs or less memory than "
+                                                   f"{first.name}: a parameter server sized for one would not fit")

@@ -5,8 +5,9 @@ TensorFlow 2's ParameterServerStrategy needs three task types (tensorflow.org,
 (`chief`) that runs the training loop, parameter servers (`ps`) that hold
 the variables, and `worker`s that compute; ps and workers only serve
 (`server.join()`) and never exit, so the JobSet succeeds when the chief
-does (successPolicy targetReplicatedJobs [chief]). Workers and the chief
-are created once every parameter server is ready (dependsOn ps Ready). Every task runs the
+does (successPolicy targetReplicatedJobs [chief]). Parameter servers and
+workers start together (their nodes scale up in parallel); the chief is
+created once every parameter server is ready (dependsOn ps Ready). Every task runs the
 job's command and reads TF_CONFIG:
 
     {"cluster": {"chief": [...], "ps": [...], "worker": [...]},
@@ -66,7 +67,7 @@ def _env(job: JobConfig, namespace: str, role: str, base: dict[str, str],
 
 
 def _replicated_job(role: str, count: int, pod_spec: dict[str, Any], labels: dict[str, str],
-                    deadline: int | None, after_ps: bool = True) -> dict[str, Any]:
+                    deadline: int | None, after_ps: bool = False) -> dict[str, Any]:
     spec: dict[str, Any] = {"parallelism": count, "completions": count, "completionMode": "Indexed",
                             "backoffLimit": 0,
                             "template": {"metadata": {"labels": labels,
@@ -76,8 +77,9 @@ def _replicated_job(role: str, count: int, pod_spec: dict[str, Any], labels: dic
         spec["activeDeadlineSeconds"] = deadline
     out: dict[str, Any] = {"name": role, "replicas": 1, "template": {"spec": spec}}
     if after_ps:
-        # Created once every parameter server listens (its readiness probe): no worker or chief
-        # starts its session against a server that is not up yet.
+        # Created once every parameter server listens (its readiness probe): the chief does not start
+        # its training loop against a server that is not up yet. Workers only serve (server.join()),
+        # so they start with the parameter servers: their nodes scale up in parallel, not after.
         out["dependsOn"] = [{"name": "ps", "status": "Ready"}]
     return out
 
@@ -130,9 +132,9 @@ def jobset(job: JobConfig, pool: GpuPoolConfig, ps_pool: CpuPoolConfig, namespac
             "failurePolicy": {"maxRestarts": job.max_restarts, "restartStrategy": "Recreate"},
             # dependsOn may name only a replicated job listed earlier (JobSet v0.12.0 API): ps first.
             "replicatedJobs": [
-                _replicated_job("ps", job.ps_replicas, ps, by_role["ps"], deadline, after_ps=False),
+                _replicated_job("ps", job.ps_replicas, ps, by_role["ps"], deadline),
                 _replicated_job("worker", job.nodes, worker, by_role["worker"], deadline),
-                _replicated_job("chief", 1, chief, by_role["chief"], deadline),
+                _replicated_job("chief", 1, chief, by_role["chief"], deadline, after_ps=True),
             ],
         },
     }
