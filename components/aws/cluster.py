@@ -12,6 +12,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components.aws import iam
+from components.aws.node_group import STANDARD_AMI_TYPE
 from components.core.config import StackConfig, support_type
 from components.core.kube.nodepool import SYSTEM_NODE_LABEL
 from components.hooks import StackHooks, metrics_volumes
@@ -214,7 +215,7 @@ class Cluster(pulumi.ComponentResource):
             node_role_arn=self.node_role.arn,
             subnet_ids=args.subnet_ids,
             instance_types=[sys_cfg.instance_type],
-            ami_type="AL2023_x86_64_STANDARD",
+            ami_type=STANDARD_AMI_TYPE,
             capacity_type="ON_DEMAND",
             disk_size=sys_cfg.disk_size_gib,
             scaling_config={"min_size": sys_cfg.count, "desired_size": sys_cfg.count, "max_size": sys_cfg.count},

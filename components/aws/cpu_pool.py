@@ -17,10 +17,7 @@ import pulumi_aws as aws
 from components.aws import node_group as ng
 from components.core.config import CpuPoolConfig
 
-# The EKS-optimized AL2023 AMI without GPU drivers, of the same release as the
-# GPU pools' (amazon-eks-ami releases every variant under one release version;
-# EKS User Guide, "Create nodes with optimized Amazon Linux AMIs").
-AMI_TYPE = "AL2023_x86_64_STANDARD"
+AMI_TYPE = ng.STANDARD_AMI_TYPE
 
 
 @dataclass(frozen=True)

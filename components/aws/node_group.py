@@ -13,6 +13,11 @@ import pulumi_aws as aws
 
 from components.core.kube import nodepool
 
+# The EKS-optimized AL2023 AMI without GPU drivers: system nodes and CPU pools, of the same release as the
+# GPU pools' NVIDIA AMI (amazon-eks-ami releases every variant under one release version; EKS User Guide,
+# "Create nodes with optimized Amazon Linux AMIs").
+STANDARD_AMI_TYPE = "AL2023_x86_64_STANDARD"
+
 # Root volume: gp3 baseline is 3,000 IOPS and 125 MiB/s; training images are
 # 10-20 GB, so pulls get 500 MiB/s (needs >= 2,000 IOPS: at most 0.25 MiB/s
 # per IOPS). EBS User Guide, "Amazon EBS General Purpose SSD volumes".

@@ -67,7 +67,7 @@ def checkpoint_lines(job: dict, cfg: config.StackConfig | None, bucket: str | No
 
 def main(argv: list[str], s3_factory=None) -> int:
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
-    parser.add_argument("job", help="the MPIJob or TrainJob")
+    parser.add_argument("job", help="the MPIJob, TrainJob or JobSet")
     parser.add_argument("--force", action="store_true", help="also a job `pulumi up` made (it will come back)")
     parser.add_argument("--bucket", help="the stack's bucket (default: its bucketName output)")
     common.add_cluster_args(parser)

@@ -25,7 +25,7 @@ PROG = "python -m bootstrap logs"
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
-    parser.add_argument("job", help="the MPIJob or TrainJob")
+    parser.add_argument("job", help="the MPIJob, TrainJob or JobSet")
     parser.add_argument("--rank", type=int, help="only rank N (an MPIJob's tagged lines; a TrainJob's node of it)")
     parser.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
     parser.add_argument("--tail", type=int, help="the last N lines only")

@@ -1,5 +1,6 @@
 """gpucluster:gpuPools: one GpuPoolConfig per entry, its type checked against the catalog."""
 
+from collections.abc import Callable, Iterator
 from typing import Annotated, ClassVar
 
 from pydantic import Field
@@ -37,7 +38,57 @@ LabelValue = Text(K8S_LABEL_VALUE, "a Kubernetes label value (at most 63 alphanu
                   short="label value")
 
 
-class GpuPoolConfig(Model):
+class _PoolFacts:
+    """What every pool (GPU or CPU) derives from its fields instance_type, extra_instance_types and
+    capacity_type (not annotated here: pydantic would take them for fields of this base)."""
+
+    @property
+    def instance(self) -> catalog.InstanceType:
+        return catalog.get(self.instance_type)
+
+    @property
+    def instance_types(self) -> tuple[str, ...]:
+        """Every type the node group may launch: instanceType first."""
+        return (self.instance_type, *self.extra_instance_types)
+
+    @property
+    def is_spot(self) -> bool:
+        return self.capacity_type == "SPOT"
+
+    def _extra_type_problems(self, others: str, mismatch: Callable[[catalog.InstanceType, catalog.InstanceType],
+                                                                    str | None]) -> Iterator[tuple[str, str]]:
+        """extraInstanceTypes: SPOT only, no repeats, and none that `mismatch` (first, other) explains away."""
+        if self.extra_instance_types and self.capacity_type != "SPOT":
+            yield "extraInstanceTypes", (f"applies to capacityType SPOT only (got {self.capacity_type}): {others} "
+                                         "runs one type")
+            return
+        for i, name in enumerate(self.extra_instance_types):
+            if name == self.instance_type or name in self.extra_instance_types[:i]:
+                yield f"extraInstanceTypes[{i}]", f"got {show(name)}; a repeat (of instanceType or an earlier entry)"
+            elif (why := mismatch(self.instance, catalog.get(name))) is not None:
+                yield f"extraInstanceTypes[{i}]", f"got {show(name)}; {why}"
+
+
+def _gpu_mismatch(first: catalog.InstanceType, other: catalog.InstanceType) -> str | None:
+    differs = [what for what, a, b in (
+        ("GPU count", first.gpu_count, other.gpu_count),
+        ("EFA interfaces", first.max_efa_interfaces, other.max_efa_interfaces),
+        ("EFA network cards", first.efa_cards, other.efa_cards)) if a != b]
+    if other.vcpus < first.vcpus or other.memory_gib < first.memory_gib:
+        differs.append("fewer vCPUs or less memory")
+    if not differs:
+        return None
+    return (f"it differs from {first.name} in {', '.join(differs)}: a job sized for one would not fit the other "
+            "(a pool never mixes layouts)")
+
+
+def _cpu_mismatch(first: catalog.InstanceType, other: catalog.InstanceType) -> str | None:
+    if other.vcpus >= first.vcpus and other.memory_gib >= first.memory_gib:
+        return None
+    return f"it has fewer vCPUs or less memory than {first.name}: a parameter server sized for one would not fit"
+
+
+class GpuPoolConfig(_PoolFacts, Model):
     """One GPU node pool: a managed node group in the GPU zone, its EFA fabric and its scaling."""
 
     name: Text(DNS_LABEL, "a lowercase DNS label of at most 32 characters", short="DNS label, at most 32",
@@ -75,19 +126,6 @@ class GpuPoolConfig(Model):
                         "instanceType (p5.48xlarge with p5e.48xlarge; p4d with p4de), so every job fits every node")
 
     is_cpu: ClassVar[bool] = False
-
-    @property
-    def instance(self) -> catalog.InstanceType:
-        return catalog.get(self.instance_type)
-
-    @property
-    def instance_types(self) -> tuple[str, ...]:
-        """Every type the node group may launch: instanceType first."""
-        return (self.instance_type, *self.extra_instance_types)
-
-    @property
-    def is_spot(self) -> bool:
-        return self.capacity_type == "SPOT"
 
     @property
     def initial_nodes(self) -> int:
@@ -130,25 +168,7 @@ class GpuPoolConfig(Model):
 
     @rule("capacity_type", "instance_type", "extra_instance_types")
     def _spot_types(self):
-        if self.extra_instance_types and self.capacity_type != "SPOT":
-            yield "extraInstanceTypes", (f"applies to capacityType SPOT only (got {self.capacity_type}): an on-demand "
-                                         "or reserved pool runs one type")
-            return
-        first = self.instance
-        for i, name in enumerate(self.extra_instance_types):
-            other = catalog.get(name)
-            differs = [what for what, a, b in (
-                ("GPU count", first.gpu_count, other.gpu_count),
-                ("EFA interfaces", first.max_efa_interfaces, other.max_efa_interfaces),
-                ("EFA network cards", first.efa_cards, other.efa_cards)) if a != b]
-            if other.vcpus < first.vcpus or other.memory_gib < first.memory_gib:
-                differs.append("fewer vCPUs or less memory")
-            if name == self.instance_type or name in self.extra_instance_types[:i]:
-                yield f"extraInstanceTypes[{i}]", f"got {show(name)}; a repeat (of instanceType or an earlier entry)"
-            elif differs:
-                yield f"extraInstanceTypes[{i}]", (f"got {show(name)}; it differs from {first.name} in "
-                                                   f"{', '.join(differs)}: a job sized for one would not fit the "
-                                                   "other (a pool never mixes layouts)")
+        yield from self._extra_type_problems("an on-demand or reserved pool", _gpu_mismatch)
 
     @rule("placement_group", "capacity_reservation_id")
     def _placement_with_reservation(self):
@@ -184,7 +204,7 @@ CpuType = Text(allowed="a CPU instance type", short="catalog CPU type: " + ", ".
 CPU_CAPACITY_TYPES = ("ON_DEMAND", "SPOT")
 
 
-class CpuPoolConfig(Model):
+class CpuPoolConfig(_PoolFacts, Model):
     """One CPU node pool in the GPU zone: parameter servers and other CPU work of jobs, scaled from zero."""
 
     name: Text(DNS_LABEL, "a lowercase DNS label of at most 32 characters", short="DNS label, at most 32",
@@ -212,18 +232,6 @@ class CpuPoolConfig(Model):
     is_cpu: ClassVar[bool] = True
 
     @property
-    def instance(self) -> catalog.InstanceType:
-        return catalog.get(self.instance_type)
-
-    @property
-    def instance_types(self) -> tuple[str, ...]:
-        return (self.instance_type, *self.extra_instance_types)
-
-    @property
-    def is_spot(self) -> bool:
-        return self.capacity_type == "SPOT"
-
-    @property
     def initial_nodes(self) -> int:
         return self.min_nodes
 
@@ -242,15 +250,4 @@ class CpuPoolConfig(Model):
 
     @rule("capacity_type", "instance_type", "extra_instance_types")
     def _spot_types(self):
-        if self.extra_instance_types and self.capacity_type != "SPOT":
-            yield "extraInstanceTypes", (f"applies to capacityType SPOT only (got {self.capacity_type}): an on-demand "
-                                         "pool runs one type")
-            return
-        first = self.instance
-        for i, name in enumerate(self.extra_instance_types):
-            other = catalog.get(name)
-            if name == self.instance_type or name in self.extra_instance_types[:i]:
-                yield f"extraInstanceTypes[{i}]", f"got {show(name)}; a repeat (of instanceType or an earlier entry)"
-            elif other.vcpus < first.vcpus or other.memory_gib < first.memory_gib:
-                yield f"extraInstanceTypes[{i}]", (f"got {show(name)}; it has fewer vCPUs or less memory than "
-                                                   f"{first.name}: a parameter server sized for one would not fit")
+        yield from self._extra_type_problems("an on-demand pool", _cpu_mismatch)
