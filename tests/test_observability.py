@@ -317,6 +317,8 @@ def test_dcgm_exporter_runs_on_gpu_pools_only_and_keeps_the_workload_s_pod(prod)
     assert values["serviceMonitor"]["honorLabels"] is True
     assert values["serviceMonitor"]["relabelings"] == [
         {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node", "action": "replace"}]
+    # The release reads our counters file (how the chart gets it there: tests/test_dcgm_exporter.py).
+    assert values["customMetrics"] == ps.dcgm_counters_csv() and values["arguments"] == ["-f", ps.DCGM_COUNTERS_FILE]
 
 
 def test_efa_counters_run_on_efa_nodes_of_published_pinned_images(prod, run_stack):

@@ -3,7 +3,7 @@
 Every query names only series these emit (tests check them against the
 pinned exporters' own lists in tests/upstream/metrics):
 
-- dcgm-exporter's default counters (DCGM_FI_*), one series per GPU, with
+- dcgm-exporter's counters (DCGM_FI_*, prometheus_stack.DCGM_COUNTERS), one series per GPU, with
   the node (our relabeling) and, while a pod holds the GPU, its namespace
   and pod (the exporter's Kubernetes attribution);
 - kube-state-metrics (kube_*), node and pod labels as allow-listed below;

@@ -8,6 +8,8 @@ and autoscaler charts' monitors and ours need no release label.
 
 from __future__ import annotations
 
+import hashlib
+from pathlib import PurePosixPath
 from typing import Any
 
 from components.core.kube import hardening, nodepool
@@ -109,6 +111,23 @@ DCGM_ADDED_COUNTERS = (
 )
 DCGM_COUNTERS = DCGM_CHART_COUNTERS + DCGM_ADDED_COUNTERS
 
+# How dcgm-exporter comes to read that list (chart 4.8.2, vendored in tests/upstream/charts/dcgm-exporter-4.8.2):
+# templates/metrics-configmap.yaml writes `customMetrics` into the ConfigMap exporter-metrics-config-map, key
+# `metrics` (lines 4, 9-11); templates/daemonset.yaml gives the container `arguments` as its only args
+# (lines 122-125) and renders `extraConfigMapVolumes` and `extraVolumeMounts` whole (lines 99-101, 182-184),
+# and nothing else mounts that ConfigMap. The chart's values.yaml mounts it by default over the image's own
+# /etc/dcgm-exporter/default-counters.csv, which its default `-f` reads (values.yaml lines 24, 171-182); but
+# a list we set replaces the default list, so one override of either would leave the exporter reading the
+# image's file (no SM activity, no ECC) without a word. So we set all three, at a path the image has no file
+# at: without the mount the exporter exits ("Could not read metrics file", internal/pkg/counters/
+# counter_config.go) instead. `-f` is `--collectors` (pkg/cmd/app.go).
+DCGM_COUNTERS_CONFIGMAP = "exporter-metrics-config-map"  # fixed by the template, whatever the release's name
+DCGM_COUNTERS_KEY = "metrics"
+DCGM_COUNTERS_VOLUME = "gpucluster-counters"
+DCGM_COUNTERS_FILE = "/etc/dcgm-exporter/gpucluster-counters.csv"
+# A subPath mount never sees the ConfigMap change, so the list's hash is on the pods: a new list rolls them.
+DCGM_COUNTERS_ANNOTATION = "gpucluster.io/dcgm-counters-sha256"
+
 
 def _system(extra: dict[str, Any] | None = None) -> dict[str, Any]:
     return {"nodeSelector": dict(nodepool.SYSTEM_NODE_LABEL), **(extra or {})}
@@ -126,13 +145,22 @@ def dcgm_values() -> dict[str, Any]:
     workload holding the GPU, from the kubelet's pod-resources API) instead
     of renaming them exported_*; `node` comes from the scraped pod's node.
     """
+    counters = dcgm_counters_csv()
+    file_name = PurePosixPath(DCGM_COUNTERS_FILE).name
     return {
         "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
             {"matchExpressions": [{"key": nodepool.POOL_LABEL, "operator": "Exists"}]}]}}},
         "tolerations": [nodepool.GPU_TAINT.toleration()],
         "resources": DCGM_RESOURCES,
-        # Read by templates/metrics-configmap.yaml (`.Values.customMetrics`); values.yaml has no default.
-        "customMetrics": dcgm_counters_csv(),
+        # Our counters file, from the chart's metrics ConfigMap to the exporter's -f (see DCGM_COUNTERS_FILE).
+        # customMetrics is read by templates/metrics-configmap.yaml only; values.yaml has no default.
+        "customMetrics": counters,
+        "arguments": ["-f", DCGM_COUNTERS_FILE],
+        "extraConfigMapVolumes": [{"name": DCGM_COUNTERS_VOLUME, "configMap": {
+            "name": DCGM_COUNTERS_CONFIGMAP, "items": [{"key": DCGM_COUNTERS_KEY, "path": file_name}]}}],
+        "extraVolumeMounts": [{"name": DCGM_COUNTERS_VOLUME, "mountPath": DCGM_COUNTERS_FILE, "subPath": file_name,
+                               "readOnly": True}],
+        "podAnnotations": {DCGM_COUNTERS_ANNOTATION: hashlib.sha256(counters.encode()).hexdigest()},
         "serviceMonitor": {"enabled": True, "interval": "15s", "honorLabels": True,
                            "relabelings": [node_relabeling()]},
     }
