@@ -2,7 +2,7 @@
 VENV ?= venv
 PY := $(VENV)/bin/python
 
-.PHONY: plan test lint docs
+.PHONY: plan test lint docs local local-down e2e
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt policy/requirements.txt
 	python3 -m venv $(VENV)
@@ -21,3 +21,13 @@ lint: $(VENV)/.installed
 
 docs: $(VENV)/.installed  ## regenerate the config's JSON Schema and the README's reference from stack.py
 	$(PY) -m components.core.config.docs --write
+
+local: $(VENV)/.installed  ## the stack's cluster half on a local control plane (STACK=dev); prints the KUBECONFIG
+	$(PY) -m local up --stack $(or $(STACK),dev)
+
+local-down: $(VENV)/.installed  ## stop the local control plane and delete its state
+	$(PY) -m local down
+
+e2e: $(VENV)/.installed  ## end-to-end tests on the local control plane (builds it first, cached)
+	$(PY) -m local build
+	GPUCLUSTER_E2E=1 $(PY) -m pytest tests/e2e

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -12,6 +13,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+# The end-to-end tier needs the local control plane (`make e2e`); `make test` stays offline and quick.
+collect_ignore = [] if os.environ.get("GPUCLUSTER_E2E") == "1" else ["e2e"]
 
 from bootstrap import stackfile  # noqa: E402
 from bootstrap.offline import mocks  # noqa: E402

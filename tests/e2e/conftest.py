@@ -1,0 +1,112 @@
+"""The e2e tier: the stack's cluster half on the local control plane (local/), one stack at a time.
+
+`make e2e` builds the control plane (cached) and runs these with GPUCLUSTER_E2E=1;
+`make test` never collects them. A test asks for `cluster("dev")`; switching stacks
+stops the running one first, and the session ends with nothing left running.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from local import cluster as local_cluster
+from local import controlplane, kubectl
+
+ROOT = Path(__file__).resolve().parents[2]
+STATE = ROOT / ".local-cluster-e2e"
+
+
+@dataclass
+class Local:
+    """A running local cluster of one stack and the ways the tests read and drive it."""
+
+    stack: str
+    state: Path
+    rendered: local_cluster.Rendered
+
+    @property
+    def kubeconfig(self) -> Path:
+        return controlplane.kubeconfig_path(self.state)
+
+    def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> str:
+        return kubectl.run(self.state, *args, stdin=stdin, check=check)
+
+    def get(self, kind: str, name: str | None = None, namespace: str | None = None,
+            selector: str | None = None) -> Any:
+        return kubectl.get(self.state, kind, name, namespace, selector)
+
+    def apply(self, objects: list[dict[str, Any]], what: str = "test objects") -> None:
+        kubectl.apply(self.state, objects, what)
+
+    def cli(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+        """`python -m bootstrap <args>` against this cluster, as a user runs it."""
+        return subprocess.run([sys.executable, "-m", "bootstrap", *args], cwd=ROOT, capture_output=True,
+                              text=True, timeout=timeout, env={**_env(), "KUBECONFIG": str(self.kubeconfig)})
+
+    def wait(self, check: Callable[[], Any], what: str, timeout: float = 90, interval: float = 1.0) -> Any:
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            try:
+                last = check()
+            except kubectl.KubectlError as err:
+                last = err
+            if last and not isinstance(last, Exception):
+                return last
+            time.sleep(interval)
+        raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
+
+    def pods(self, namespace: str, selector: str | None = None) -> list[dict[str, Any]]:
+        return self.get("pods", namespace=namespace, selector=selector)["items"]
+
+
+def _env() -> dict[str, str]:
+    import os
+
+    return {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+
+
+class Clusters:
+    def __init__(self) -> None:
+        self.current: Local | None = None
+
+    def __call__(self, stack: str) -> Local:
+        if self.current is not None and self.current.stack == stack:
+            return self.current
+        self.stop()
+        self.current = Local(stack, STATE, local_cluster.up(stack, STATE, out=print))
+        return self.current
+
+    def stop(self) -> None:
+        local_cluster.down(STATE, quiet=True)
+        self.current = None
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    clusters = Clusters()
+    clusters.stop()  # whatever an interrupted run left
+    yield clusters
+    clusters.stop()
+
+
+def jsonpath(obj: Any, *path: str | int, default: Any = None) -> Any:
+    for key in path:
+        try:
+            obj = obj[key]
+        except (KeyError, IndexError, TypeError):
+            return default
+    return obj
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(obj, indent=1)[:4000]
