@@ -160,7 +160,8 @@ def up(stack: str, state: Path, out=print) -> Rendered:
         from bootstrap import stackfile
 
         cfg, _, _ = stackfile.load_stack(stack, PROJECT_DIR, standins=True)
-        node_objects = nodes.nodes(cfg, gpu_zone, zone_id, rendered.cluster_name)
+        node_objects = nodes.nodes(cfg, gpu_zone, zone_id, rendered.cluster_name,
+                                   kubelet_port=controlplane.PORTS.kwok)
         kubectl.apply(state, node_objects, "KWOK nodes")
         _wait_for_nodes(state, len(node_objects))
         out(f"{len(node_objects)} nodes registered: " + ", ".join(

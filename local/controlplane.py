@@ -92,6 +92,9 @@ def _apiserver(state: Path, keys: pki.Pki) -> list[str]:
             # RBAC as on EKS, so roles we render are judged; the admin certificate is system:masters.
             "--authorization-mode", "Node,RBAC", "--allow-privileged=true",
             "--profiling=false", "--endpoint-reconciler-type", "none",
+            # Logs and exec go to a node's kubelet: KWOK's server, at the node's ExternalDNS address
+            # 127.0.0.1 (local/nodes.py). Nodes keep their EKS-shaped 10.x InternalIP, which nothing dials.
+            "--kubelet-preferred-address-types=ExternalDNS",
             "--v", "1"]
 
 

@@ -88,7 +88,7 @@ def _private_ip(group_index: int, node_index: int) -> str:
 
 
 def node(cfg: StackConfig, group: NodeGroup, group_index: int, index: int, zone: str, zone_id: str,
-         cluster_name: str) -> dict[str, Any]:
+         cluster_name: str, kubelet_port: int = 10250) -> dict[str, Any]:
     """One Node object as kubelet on an EKS AL2023 node registers it, with the status KWOK keeps."""
     ip = _private_ip(group_index, index)
     region = cfg.region
@@ -122,7 +122,10 @@ def node(cfg: StackConfig, group: NodeGroup, group_index: int, index: int, zone:
                  "taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in group.taints]},
         "status": {"capacity": capacity, "allocatable": allocatable_,
                    "addresses": [{"type": "InternalIP", "address": ip}, {"type": "Hostname", "address": name},
-                                 {"type": "InternalDNS", "address": name}],
+                                 {"type": "InternalDNS", "address": name},
+                                 # Not EKS's: where the API server reaches this node's "kubelet" (KWOK).
+                                 {"type": "ExternalDNS", "address": "127.0.0.1"}],
+                   "daemonEndpoints": {"kubeletEndpoint": {"Port": kubelet_port}},
                    "nodeInfo": {"architecture": "amd64", "operatingSystem": "linux",
                                 "kubeletVersion": "v1.35.8-eks", "containerRuntimeVersion": "containerd://2.1.4",
                                 "osImage": "Amazon Linux 2023", "kernelVersion": "6.12.0",
@@ -130,11 +133,11 @@ def node(cfg: StackConfig, group: NodeGroup, group_index: int, index: int, zone:
     }
 
 
-def nodes(cfg: StackConfig, zone: str, zone_id: str, cluster_name: str,
-          counts: dict[str, int] | None = None) -> list[dict[str, Any]]:
+def nodes(cfg: StackConfig, zone: str, zone_id: str, cluster_name: str, counts: dict[str, int] | None = None,
+          kubelet_port: int = 10250) -> list[dict[str, Any]]:
     """Every node the local cluster starts with: each group's count (default: system nodes and maxNodes)."""
     out = []
     for group_index, group in enumerate(node_groups(cfg)):
         count = (counts or {}).get(group.name, group.max_nodes)
-        out += [node(cfg, group, group_index, i, zone, zone_id, cluster_name) for i in range(count)]
+        out += [node(cfg, group, group_index, i, zone, zone_id, cluster_name, kubelet_port) for i in range(count)]
     return out

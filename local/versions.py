@@ -2,8 +2,8 @@
 
 Every version is one the product pins (components/core/versions.py) or the
 one the Kubernetes minor of our stacks implies; all are served by the Go
-module proxy, and every build is `go install module/pkg@version` from the
-upstream module's own go.mod and go.sum, except the control plane itself,
+module proxy, and every build is `go build` inside the upstream module as
+Go downloads it, with its own go.mod and go.sum, except the control plane,
 which k8s.io/kubernetes can only be built as through a module of ours
 (local/modules/kube: its staging modules replaced by their v0.35 releases).
 """
@@ -24,7 +24,7 @@ ETCD_VERSION = "v3.6.5"
 
 @dataclass(frozen=True)
 class GoProgram:
-    """One upstream program: `go install <module>/<sub>@<version>` gives `binary`."""
+    """One upstream program: the package `sub` of `module` at `version` builds `binary`."""
 
     name: str
     module: str
@@ -37,7 +37,7 @@ class GoProgram:
         return f"{self.module}/{self.sub}" if self.sub else self.module
 
 
-# The pieces built with `go install pkg@version`. Their charts come from the same module zips.
+# Built inside their modules. Their charts come from the same module zips.
 KWOK = GoProgram("kwok", "sigs.k8s.io/kwok", "cmd/kwok", "v0.8.0", "kwok")
 KUEUE = GoProgram("kueue", "sigs.k8s.io/kueue", "cmd/kueue", product.KUEUE_IMAGE_TAG, "kueue")
 JOBSET = GoProgram("jobset", "sigs.k8s.io/jobset", "", product.JOBSET_IMAGE_TAG, "jobset")

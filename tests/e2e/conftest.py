@@ -110,3 +110,24 @@ def jsonpath(obj: Any, *path: str | int, default: Any = None) -> Any:
 
 def dumps(obj: Any) -> str:
     return json.dumps(obj, indent=1)[:4000]
+
+
+STACK_ORDER = ("dev", "prod")
+
+
+def _stack_of(item) -> str:
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    if "stack" in params:
+        return params["stack"]
+    marker = item.get_closest_marker("stack")
+    assert marker is not None, f"{item.nodeid}: say its stack with @pytest.mark.stack(...) or a stack parameter"
+    return marker.args[0]
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "stack(name): the stack the test's local cluster runs")
+
+
+def pytest_collection_modifyitems(items):
+    """One cluster per stack: every dev test, then every prod test (each file's order kept)."""
+    items.sort(key=lambda item: STACK_ORDER.index(_stack_of(item)))
