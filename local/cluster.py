@@ -87,7 +87,7 @@ def phases(rendered: Rendered, ca_pem: str) -> dict[str, list[dict[str, Any]]]:
     """Every object to apply, by phase, in the order they are applied."""
     everything = [*rendered.chart_objects, *rendered.stack_objects]
     everything = controllers.rewrite_webhooks(everything, ca_pem)
-    out: dict[str, list[dict[str, Any]]] = {"namespaces": [], "crds": charts.prometheus_crds(), "infrastructure": [],
+    out: dict[str, list[dict[str, Any]]] = {"namespaces": [], "crds": [], "infrastructure": [],
                                             "webhooks": [], "custom": [], "jobs": []}
     for obj in everything:
         kind = obj.get("kind")
@@ -128,6 +128,7 @@ def apply(stack: str, state: Path, out=print, rendered: Rendered | None = None) 
     by_phase = phases(rendered, (state / "pki" / "ca.crt").read_text())
     kubectl.apply(state, by_phase["namespaces"], "namespaces")
     kubectl.apply(state, by_phase["crds"], "CRDs")
+    kubectl.apply_files(state, charts.prometheus_crds(), "the Prometheus Operator's CRDs")
     kubectl.wait(state, "crd", "condition=Established", extra=("--all",))
     kubectl.apply(state, by_phase["infrastructure"], "the stack's and charts' objects")
     if not all(m.name in processes.running(state) for m in controllers.MANAGERS):

@@ -99,7 +99,7 @@ def kueue_config(chart_objects: list[dict[str, Any]], cert_dir: Path) -> tuple[d
 
 
 def jobset_config(chart_objects: list[dict[str, Any]], cert_dir: Path) -> tuple[dict[str, Any], list[str]]:
-    configmap = _find(chart_objects, "ConfigMap", "jobset-manager-config")
+    configmap = _find(chart_objects, "ConfigMap", "jobset-controller-config")
     config = yaml.safe_load(next(iter(configmap["data"].values())))
     config = _local_serving(config, JOBSET, cert_dir)
     config["internalCertManagement"] = {"enable": False}

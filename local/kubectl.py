@@ -55,6 +55,14 @@ def apply(state: Path, objects: Iterable[dict[str, Any]], what: str) -> None:
         Path(path).unlink(missing_ok=True)
 
 
+def apply_files(state: Path, paths: Iterable[Path], what: str) -> None:
+    args = [arg for path in paths for arg in ("-f", str(path))]
+    try:
+        run(state, "apply", "--server-side", "--force-conflicts", f"--field-manager={FIELD_MANAGER}", *args)
+    except KubectlError as err:
+        raise KubectlError(f"applying {what} was refused:\n{err}") from None
+
+
 def get(state: Path, kind: str, name: str | None = None, namespace: str | None = None,
         selector: str | None = None) -> Any:
     args = ["get", kind, *([name] if name else []), "-o", "json"]

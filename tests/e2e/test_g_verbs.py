@@ -1,0 +1,72 @@
+"""g. The job verbs against the real API server: submit, status, logs, cancel and doctor, their output and exit codes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from local import kwok
+
+from .test_b_gangs import NAMESPACE, finish, running, workload_of
+
+JOB = "verbs"
+
+
+def _job_file(tmp_path, name: str, nodes: int = 1) -> str:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(json.dumps({"name": name, "pool": "dev", "nodes": nodes, "launcher": "torchrun",
+                                "image": "public.ecr.aws/deep-learning-containers/pytorch:2.13.0-cu133-amzn2023",
+                                "command": ["python", "-c", "print(1)"]}))
+    return str(path)
+
+
+@pytest.mark.stack("dev")
+def test_submit_status_logs_cancel_on_a_real_cluster(cluster, tmp_path):
+    local = cluster("dev")
+    done = local.cli("submit", "--stack", "dev", "--file", _job_file(tmp_path, JOB), "--json")
+    assert done.returncode == 0, done.stderr
+    submitted = json.loads(done.stdout)
+    assert submitted["kind"] == "TrainJob" and submitted["name"] == JOB
+    pods = local.wait(lambda: running(local.pods(NAMESPACE, f"jobset.sigs.k8s.io/jobset-name={JOB}")),
+                      "the job's pod to run")
+
+    done = local.cli("status", "--stack", "dev", "--json")
+    assert done.returncode == 0, done.stderr
+    rows = {row["name"]: row for row in json.loads(done.stdout)}
+    assert rows[JOB]["kind"] == "TrainJob"
+    assert rows[JOB]["phase"].lower() == "running", rows[JOB]
+
+    kwok.pod_logs(local.state, NAMESPACE, pods[0]["metadata"]["name"], ["step 1 loss 2.31", "step 2 loss 2.12"])
+    done = local.cli("logs", "--stack", "dev", JOB)
+    assert done.returncode == 0, done.stderr
+    assert "step 2 loss 2.12" in done.stdout
+
+    done = local.cli("cancel", "--stack", "dev", JOB)
+    assert done.returncode == 0, done.stderr
+    local.wait(lambda: all(t["metadata"]["name"] != JOB for t in local.get(
+        "trainjobs.trainer.kubeflow.org", namespace=NAMESPACE)["items"]), "the job to be gone")
+    done = local.cli("logs", "--stack", "dev", JOB)
+    assert done.returncode == 1, (done.returncode, done.stdout, done.stderr)
+
+
+@pytest.mark.stack("dev")
+def test_doctor_names_why_a_job_waits_from_the_real_kueue_message(cluster, tmp_path):
+    """Two GPUs in the pool (2 x g6e.xlarge): a second two-node job waits, and doctor says why from Kueue's words."""
+    local = cluster("dev")
+    done = local.cli("submit", "--stack", "dev", "--file", _job_file(tmp_path, "too-big", nodes=2))
+    assert done.returncode == 0, done.stderr
+    blocker = local.cli("submit", "--stack", "dev", "--file", _job_file(tmp_path, "blocker", nodes=2))
+    assert blocker.returncode == 0, blocker.stderr
+    local.wait(lambda: (w := workload_of(local, "TrainJob", "blocker")) and "insufficient" in json.dumps(
+        w.get("status", {})).lower(), "Kueue to report the second job's quota shortfall")
+    bundle = tmp_path / "bundle"
+    done = local.cli("doctor", "--stack", "dev", "blocker", "--collect", str(bundle), "--json")
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    report = json.loads(done.stdout)
+    assert "quota" in json.dumps(report).lower(), report
+    assert (bundle / "bundle.json").exists() or any(bundle.iterdir())
+    for name in ("too-big", "blocker"):
+        local.cli("cancel", "--stack", "dev", name)
+    for pod in local.pods(NAMESPACE):
+        finish(local, [pod])
