@@ -355,3 +355,26 @@ def test_render_marks_what_submit_made():
     sub = render.from_stack(cfg, "gpt-pretrain")
     assert sub.manifest["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "gpucluster"
     assert sub.runtime is None and sub.config_map is None  # a stack job's ConfigMap comes with `pulumi up`
+
+
+def test_cancel_deletes_a_trainjob_in_the_background_so_trainer_cannot_bring_its_jobset_back():
+    """Kubeflow Trainer v2.3.0 re-creates the JobSet of a TrainJob deleted in the foreground (the e2e tier
+    saw the delete never end); MPIJobs and JobSets keep the foreground delete."""
+    from bootstrap.jobs import ops
+
+    calls = []
+
+    class Kube:
+        def delete(self, kind, name, namespace=None, propagation="Foreground"):
+            calls.append((kind.kind, name, propagation))
+            return True
+
+        def get(self, kind, name, namespace=None):
+            return None
+
+    from bootstrap.cluster import kinds
+
+    for kind in ("TrainJob", "MPIJob", "JobSet"):
+        ops.cancel(Kube(), {"kind": kind, "apiVersion": kinds.BY_KIND[kind].api_version,
+                            "metadata": {"name": "j", "namespace": "training", "labels": {}}})
+    assert calls == [("TrainJob", "j", "Background"), ("MPIJob", "j", "Foreground"), ("JobSet", "j", "Foreground")]

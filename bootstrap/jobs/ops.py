@@ -110,6 +110,15 @@ def log_lines(kube: Kube, job: dict[str, Any], rank: int | None, follow: bool,
     return src, logs.only_rank(lines, src.rank)
 
 
+def cancel_propagation(kind: str) -> str:
+    """How a job's dependents go. Foreground (the job goes once its pods are gone, each with its grace
+    period), except a TrainJob: Kubeflow Trainer v2.3.0 keeps reconciling a TrainJob that is being deleted
+    and re-creates the JobSet the garbage collector just removed, so a foreground delete never ends and the
+    pods come back (seen on the local control plane, tests/e2e/test_g_verbs.py). In the background, the
+    TrainJob goes at once and the collector removes its JobSet, Jobs and pods after it."""
+    return "Background" if kind == "TrainJob" else "Foreground"
+
+
 def cancel(kube: Kube, job: dict[str, Any], force: bool = False) -> list[str]:
     """Delete the job (its pods go with it) and what `submit` made for it; Pulumi's objects only with `force`."""
     name, namespace = job["metadata"]["name"], job["metadata"]["namespace"]
@@ -118,7 +127,7 @@ def cancel(kube: Kube, job: dict[str, Any], force: bool = False) -> list[str]:
         raise SubmitError(f"{job['kind']} {name} belongs to the stack (`pulumi up` made it): cancelling it here lasts "
                           "only until the next `pulumi up` re-creates it, and re-runs it. Remove it from "
                           "gpucluster:jobs (or set its startOnUp: false) and `pulumi up`; --force deletes it anyway")
-    kube.delete(kinds.of(job), name, namespace)
+    kube.delete(kinds.of(job), name, namespace, propagation=cancel_propagation(job["kind"]))
     deleted = [f"{job['kind']} {name} and its pods"]
     scripts = kube.get(kinds.CONFIG_MAP, workers.scripts_config_map_name(name), namespace)
     if scripts is not None and (scripts["metadata"].get("labels") or {}).get(MANAGED_BY) == SUBMITTED:

@@ -53,7 +53,9 @@ def test_every_job_of_the_stack_passes_the_operators_webhooks(cluster, stack):
     judged = []
     for index, job in enumerate(cfg.jobs):
         submission = render.build(cfg, index, from_file=False)
-        objects = [o for o in (submission.runtime, submission.manifest) if o]
+        manifest = {**submission.manifest, "metadata": {**submission.manifest["metadata"],
+                                                         "name": f"{job.name}-admission"}}
+        objects = [o for o in (submission.runtime, manifest) if o]
         out = local.kubectl("apply", "--server-side", "--dry-run=server", "--force-conflicts",
                             "--field-manager=e2e", "-o", "json", "-f", "-",
                             stdin="\n---\n".join(json.dumps(o) for o in objects))

@@ -46,7 +46,7 @@ def test_the_fabric_test_is_admitted_and_its_workers_run_on_h100_nodes_with_gpus
     local = cluster("prod")
     wl = local.wait(lambda: (w := workload_of(local, "MPIJob", FABRIC_TEST)) and condition(w, "Admitted") and w,
                     "the fabric test's workload to be admitted")
-    assert wl["spec"]["priorityClassName"] == "gpucluster-fabric-test"
+    assert wl["spec"]["priorityClassRef"]["name"] == "gpucluster-fabric-test"
     workers = local.wait(lambda: len(p := running(local.pods(
         NAMESPACE, f"training.kubeflow.org/job-name={FABRIC_TEST},training.kubeflow.org/job-role=worker"))) == 2 and p,
         "both fabric-test workers to run")
@@ -75,7 +75,7 @@ def test_a_job_larger_than_the_free_quota_waits_whole_then_starts_whole(cluster)
                                              ).lower(), "Kueue to say the big job does not fit")
     assert not condition(workload_of(local, "TrainJob", BIG_JOB), "QuotaReserved")
     assert local.pods(NAMESPACE, f"jobset.sigs.k8s.io/jobset-name={BIG_JOB}") == []
-    assert wl["spec"]["priorityClassName"] == "gpucluster-training"
+    assert wl["spec"]["priorityClassRef"]["name"] == "gpucluster-training"
 
     finish(local, local.pods(NAMESPACE, f"training.kubeflow.org/job-name={FABRIC_TEST}"))
     local.wait(lambda: condition(local.get("mpijobs.kubeflow.org", FABRIC_TEST, NAMESPACE), "Succeeded"),

@@ -46,10 +46,13 @@ def test_the_mpijob_hostfile_names_its_real_worker_pods(cluster):
     assert set(names) <= endpoint_hosts
     launcher = local.wait(lambda: running(local.pods(NAMESPACE, f"{selector},training.kubeflow.org/job-role=launcher")),
                           "the launcher to run")
-    # The preset reaches the workers through mpirun -x; the launcher carries it.
-    env = _env(launcher[0])
+    # The preset reaches every rank through mpirun's -x KEY=VALUE in the launcher's command.
+    container = launcher[0]["spec"]["containers"][0]
+    argv = [*container.get("command", []), *container.get("args", [])]
+    exported = dict(argv[i + 1].split("=", 1) for i, arg in enumerate(argv[:-1])
+                    if arg == "-x" and "=" in argv[i + 1])
     for key, value in nccl.preset_env("p5.48xlarge").items():
-        assert env.get(key) == value, key
+        assert exported.get(key) == value, key
     finish(local, local.pods(NAMESPACE, selector))
     local.wait(lambda: condition(local.get("mpijobs.kubeflow.org", MPI_JOB, NAMESPACE), "Succeeded"),
                "the MPIJob to succeed")

@@ -55,7 +55,7 @@ def test_kueue_ends_a_job_at_the_deadline_its_cost_bound_sets(cluster):
                "the job to start")
     wl = local.wait(lambda: (w := workload_of(local, "TrainJob", "smoke-deadline")) and w["spec"].get("active") is False
                     and w, "Kueue to deactivate the job at its deadline", timeout=90)
-    assert "exceeded the maximum execution time" in json.dumps(wl["status"]["conditions"]).lower()
+    assert "deactivated due to exceeding the maximum execution time" in json.dumps(wl["status"]["conditions"]).lower()
     local.wait(lambda: not local.pods(NAMESPACE, "jobset.sigs.k8s.io/jobset-name=smoke-deadline"),
                "the job's pods to go")
     local.kubectl("delete", "trainjob", "smoke-deadline", "-n", NAMESPACE)

@@ -39,7 +39,7 @@ def test_pause_holds_new_jobs_drain_evicts_running_ones_resume_admits_them(clust
     assert _apply_queue(local, paused=True, mode="finish") == "Hold"
     done = local.cli("submit", "--stack", "dev", "--file", _job_file(tmp_path, "held"))
     assert done.returncode == 0, done.stderr
-    local.wait(lambda: (w := workload_of(local, "TrainJob", "held")) and "stopped" in json.dumps(
+    local.wait(lambda: (w := workload_of(local, "TrainJob", "held")) and "is inactive" in json.dumps(
         w.get("status", {})).lower(), "Kueue to hold the new job (ClusterQueue stopped)")
     assert local.pods(NAMESPACE, "jobset.sigs.k8s.io/jobset-name=held") == []
 

@@ -47,7 +47,8 @@ def test_submit_status_logs_cancel_on_a_real_cluster(cluster, tmp_path):
     local.wait(lambda: all(t["metadata"]["name"] != JOB for t in local.get(
         "trainjobs.trainer.kubeflow.org", namespace=NAMESPACE)["items"]), "the job to be gone")
     done = local.cli("logs", "--stack", "dev", JOB)
-    assert done.returncode == 1, (done.returncode, done.stdout, done.stderr)
+    assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
+    assert f"no MPIJob or TrainJob '{JOB}' in namespace training" in done.stderr
 
 
 @pytest.mark.stack("dev")

@@ -1,0 +1,1 @@
+"""End-to-end tests on the local control plane (make e2e)."""
