@@ -165,3 +165,17 @@ def test_the_stages_jobs_are_valid_mpijobs_queued_first(stage):
 def test_a_missing_pool_is_a_clean_error(fake, capsys):
     assert validate.main(["--stack", "prod", "--pool", "a100"]) == 2
     assert "no pool 'a100'; pools: h100" in capsys.readouterr().err
+
+
+def test_a_worker_the_scheduler_cannot_place_is_said_why():
+    """What the real scheduler reports when the nodes lack EFA devices (seen in tests/e2e/test_h_validate.py)."""
+    from bootstrap.jobs import validation as run
+
+    message = ("0/19 nodes are available: 16 Insufficient vpc.amazonaws.com/efa, 3 node(s) didn't match Pod's node "
+               "affinity/selector. preemption: 0/19 nodes are available: 16 No preemption victims found for "
+               "incoming pod, 3 Preemption is not helpful for scheduling.")
+    pending = {"status": {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}]}}
+    assert run.unschedulable([{"status": {"phase": "Running"}}, pending]) == message
+    assert run.unschedulable([{"status": {"phase": "Running", "conditions": [
+        {"type": "PodScheduled", "status": "True"}]}}]) is None

@@ -52,8 +52,20 @@ def _progress(kube: Kube, job: dict[str, Any], namespace: str) -> str:
     workers = [p for p in pods if (p["metadata"].get("labels") or {}).get("training.kubeflow.org/job-role") == "worker"]
     running = sum(1 for p in workers if (p.get("status") or {}).get("phase") == "Running")
     if phase in (state.ADMITTED, state.RUNNING) and running < state.nodes(current):
-        return f"waiting for nodes ({running}/{state.nodes(current)} workers running)"
+        why = unschedulable(workers)
+        return (f"waiting for nodes ({running}/{state.nodes(current)} workers running)"
+                + (f"; the scheduler: {why}" if why else ""))
     return phase.lower()
+
+
+def unschedulable(pods: list[dict[str, Any]]) -> str | None:
+    """The scheduler's word on a worker it cannot place (PodScheduled False, reason Unschedulable), e.g.
+    "0/19 nodes are available: 16 Insufficient vpc.amazonaws.com/efa, ..." when the nodes lack EFA devices."""
+    for pod in pods:
+        for cond in (pod.get("status") or {}).get("conditions") or []:
+            if cond.get("type") == "PodScheduled" and cond.get("status") == "False" and cond.get("message"):
+                return cond["message"]
+    return None
 
 
 def _finished(job: dict[str, Any] | None) -> str | None:
