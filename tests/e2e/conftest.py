@@ -20,8 +20,8 @@ import pytest
 
 from local import cluster as local_cluster
 from local import controlplane, kubectl
+from tests.conftest import ROOT  # noqa: E402  (the repository)
 
-ROOT = Path(__file__).resolve().parents[2]
 STATE = ROOT / ".local-cluster-e2e"
 
 

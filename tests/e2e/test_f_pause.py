@@ -9,6 +9,7 @@ import pytest
 
 from bootstrap import stackfile
 from bootstrap.deployed import pausing
+from components.core import versions
 from components.core.kube import queueing
 
 from .conftest import Local
@@ -28,7 +29,7 @@ def _apply_queue(local: Local, paused: bool, mode: str | None = None) -> str:
 def _job_file(tmp_path, name: str) -> str:
     path = tmp_path / f"{name}.yaml"
     path.write_text(json.dumps({"name": name, "pool": "dev", "nodes": 1, "launcher": "torchrun",
-                                "image": "public.ecr.aws/deep-learning-containers/pytorch:2.13.0-cu133-amzn2023",
+                                "image": versions.DLC_PYTORCH_IMAGE,
                                 "command": ["python", "-c", "print(1)"]}))
     return str(path)
 

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from components.core import versions
 from local import kwok
 
 from .test_b_gangs import NAMESPACE, finish, running, workload_of
@@ -16,7 +17,7 @@ JOB = "verbs"
 def _job_file(tmp_path, name: str, nodes: int = 1) -> str:
     path = tmp_path / f"{name}.yaml"
     path.write_text(json.dumps({"name": name, "pool": "dev", "nodes": nodes, "launcher": "torchrun",
-                                "image": "public.ecr.aws/deep-learning-containers/pytorch:2.13.0-cu133-amzn2023",
+                                "image": versions.DLC_PYTORCH_IMAGE,
                                 "command": ["python", "-c", "print(1)"]}))
     return str(path)
 
