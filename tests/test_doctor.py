@@ -91,6 +91,13 @@ EXPECTED = {
                    "[rank0]: FileNotFoundError: [Errno 2] No such file or directory: '/fsx/datasets/c4/train-00000.bin'"),
 }
 HEALTHY = ("healthy", "healthy-torchrun")
+# Bundles `doctor --collect` wrote on the local control plane (their READMEs say how): the real
+# Kueue's words, which the hand-made bundles above only imitate.
+CAPTURED = {
+    "local-waiting-for-quota": ("waiting-for-quota", "other admitted jobs hold the pool's quota"),
+    "local-queue-held": ("queue-inactive", "QuotaReserved=False reason Inadmissible: ClusterQueue gpucluster is "
+                                           "inactive"),
+}
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -121,6 +128,16 @@ def test_doctor_names_the_cause_of_each_failure_with_its_evidence(capsys, case):
     assert first["title"] and first["fix"] and all(e["where"] for e in first["evidence"])
 
 
+@pytest.mark.parametrize("case", sorted(CAPTURED))
+def test_doctor_names_the_cause_from_the_real_kueue_s_words(capsys, case):
+    cause, text = CAPTURED[case]
+    code, report = run_json(capsys, "--from", str(DATA / case))
+    assert code == 1 and [f["cause"] for f in report["findings"]] == [cause]
+    finding = report["findings"][0]
+    assert text in finding["fix"] or text in [e["text"] for e in finding["evidence"]]
+    assert "captured from the local control plane" in (DATA / case / "README.md").read_text()
+
+
 def test_the_fixtures_cover_well_over_fourteen_distinct_causes_each_with_its_sources():
     distinct = {cause for causes_, _ in EXPECTED.values() for cause in causes_}
     assert len(distinct) >= 14 and len(distinct) == len(EXPECTED)
@@ -128,7 +145,7 @@ def test_the_fixtures_cover_well_over_fourteen_distinct_causes_each_with_its_sou
     for case in [*EXPECTED, *HEALTHY]:
         readme = (DATA / case / "README.md").read_text()
         assert "## Sources of every message format" in readme and readme.count("\n- ") >= 2, case
-    assert sorted(p.name for p in DATA.iterdir() if p.is_dir()) == sorted([*EXPECTED, *HEALTHY])
+    assert sorted(p.name for p in DATA.iterdir() if p.is_dir()) == sorted([*EXPECTED, *HEALTHY, *CAPTURED])
 
 
 @pytest.mark.parametrize("case", HEALTHY)

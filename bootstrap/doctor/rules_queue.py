@@ -62,7 +62,12 @@ def waiting_for_quota(bundle: Bundle) -> list[Finding]:
         # (jobframework/reconciler.go): only the flavor assigner's messages are about quota.
         if not QUOTA_MESSAGE.search(message) or (wl.get("spec") or {}).get("active") is False:
             continue
-        beyond = "maximum capacity" in message or reserved.get("reason") == "ExceedsMaxQuota"
+        # Kueue tries every flavor of the resource group and joins their reasons: "maximum capacity" for a
+        # flavor the pod set can never fit (the system flavor, 0 GPUs) beside "insufficient unused quota"
+        # for the pool it fits once others finish (seen on the local control plane). Beyond the pool's
+        # whole quota only when no flavor merely lacks unused quota.
+        beyond = (("maximum capacity" in message and "insufficient unused quota" not in message)
+                  or reserved.get("reason") == "ExceedsMaxQuota")
         fix = ("the job asks for more than the pool's whole quota (maxNodes x what a node offers): lower "
                "jobs[].nodes or raise gpuPools[].maxNodes" if beyond else
                "other admitted jobs hold the pool's quota; this one starts when they finish "
