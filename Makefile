@@ -2,7 +2,7 @@
 VENV ?= venv
 PY := $(VENV)/bin/python
 
-.PHONY: plan test lint docs local local-down e2e
+.PHONY: plan test lint docs local local-apply local-down e2e
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt policy/requirements.txt
 	python3 -m venv $(VENV)
@@ -24,6 +24,9 @@ docs: $(VENV)/.installed  ## regenerate the config's JSON Schema and the README'
 
 local: $(VENV)/.installed  ## the stack's cluster half on a local control plane (STACK=dev); prints the KUBECONFIG
 	$(PY) -m local up --stack $(or $(STACK),dev)
+
+local-apply: $(VENV)/.installed  ## re-render the stack and apply it to the running local cluster (what `pulumi up` would)
+	$(PY) -m local apply --stack $(or $(STACK),dev)
 
 local-down: $(VENV)/.installed  ## stop the local control plane and delete its state
 	$(PY) -m local down
