@@ -32,7 +32,6 @@ class Ports:
     kueue_health: int = 16511
     jobset_health: int = 16512
     trainer_health: int = 16513
-    mpi_operator_health: int = 16514
 
 
 PORTS = Ports()
@@ -116,8 +115,25 @@ def _scheduler(state: Path) -> list[str]:
             "--profiling=false", "--v", "1"]
 
 
+def check_ports_free() -> None:
+    """Every port must be free: a second local cluster (`make local` beside `make e2e`) would clash."""
+    import socket
+
+    for name, port in [*vars(PORTS).items(), ("mpi_operator_fixed_health", 8080)]:
+        with socket.socket() as probe:
+            # A port a stopped cluster left in TIME_WAIT is free; only a listener makes the bind fail.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind((HOST, port))
+            except OSError:
+                raise processes.LocalClusterError(
+                    f"port {port} ({name}) on {HOST} is in use: is another local cluster running? "
+                    "`make local-down` stops the one `make local` started") from None
+
+
 def start(state: Path, context: str) -> Path:
     """Start etcd, the API server, the controller manager and the scheduler; return the kubeconfig."""
+    check_ports_free()
     keys = pki.generate(state / "pki")
     kubeconfig = write_kubeconfig(state, keys, context)
     processes.start(state, "etcd", _etcd(state))
