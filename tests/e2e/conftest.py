@@ -99,6 +99,16 @@ def cluster():
     clusters.stop()
 
 
+def job_file(folder: Path, name: str, nodes: int = 1) -> str:
+    """A job file `submit --file` takes: a torchrun job on dev's pool."""
+    from components.core import versions
+
+    path = folder / f"{name}.yaml"
+    path.write_text(json.dumps({"name": name, "pool": "dev", "nodes": nodes, "launcher": "torchrun",
+                                "image": versions.DLC_PYTORCH_IMAGE, "command": ["python", "-c", "print(1)"]}))
+    return str(path)
+
+
 def jsonpath(obj: Any, *path: str | int, default: Any = None) -> Any:
     for key in path:
         try:

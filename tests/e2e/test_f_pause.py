@@ -9,10 +9,9 @@ import pytest
 
 from bootstrap import stackfile
 from bootstrap.deployed import pausing
-from components.core import versions
 from components.core.kube import queueing
 
-from .conftest import Local
+from .conftest import Local, job_file
 from .test_b_gangs import NAMESPACE, condition, running, workload_of
 
 
@@ -26,19 +25,12 @@ def _apply_queue(local: Local, paused: bool, mode: str | None = None) -> str:
     return cfg.stop_policy
 
 
-def _job_file(tmp_path, name: str) -> str:
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(json.dumps({"name": name, "pool": "dev", "nodes": 1, "launcher": "torchrun",
-                                "image": versions.DLC_PYTORCH_IMAGE,
-                                "command": ["python", "-c", "print(1)"]}))
-    return str(path)
-
 
 @pytest.mark.stack("dev")
 def test_pause_holds_new_jobs_drain_evicts_running_ones_resume_admits_them(cluster, tmp_path):
     local = cluster("dev")
     assert _apply_queue(local, paused=True, mode="finish") == "Hold"
-    done = local.cli("submit", "--stack", "dev", "--file", _job_file(tmp_path, "held"))
+    done = local.cli("submit", "--stack", "dev", "--file", job_file(tmp_path, "held"))
     assert done.returncode == 0, done.stderr
     local.wait(lambda: (w := workload_of(local, "TrainJob", "held")) and "is inactive" in json.dumps(
         w.get("status", {})).lower(), "Kueue to hold the new job (ClusterQueue stopped)")

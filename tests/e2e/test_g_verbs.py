@@ -6,26 +6,19 @@ import json
 
 import pytest
 
-from components.core import versions
 from local import kwok
 
+from .conftest import job_file
 from .test_b_gangs import NAMESPACE, finish, running, workload_of
 
 JOB = "verbs"
 
 
-def _job_file(tmp_path, name: str, nodes: int = 1) -> str:
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(json.dumps({"name": name, "pool": "dev", "nodes": nodes, "launcher": "torchrun",
-                                "image": versions.DLC_PYTORCH_IMAGE,
-                                "command": ["python", "-c", "print(1)"]}))
-    return str(path)
-
 
 @pytest.mark.stack("dev")
 def test_submit_status_logs_cancel_on_a_real_cluster(cluster, tmp_path):
     local = cluster("dev")
-    done = local.cli("submit", "--stack", "dev", "--file", _job_file(tmp_path, JOB), "--json")
+    done = local.cli("submit", "--stack", "dev", "--file", job_file(tmp_path, JOB), "--json")
     assert done.returncode == 0, done.stderr
     submitted = json.loads(done.stdout)
     assert submitted["kind"] == "TrainJob" and submitted["name"] == JOB
@@ -56,9 +49,9 @@ def test_submit_status_logs_cancel_on_a_real_cluster(cluster, tmp_path):
 def test_doctor_names_why_a_job_waits_from_the_real_kueue_message(cluster, tmp_path):
     """Two GPUs in the pool (2 x g6e.xlarge): a second two-node job waits, and doctor says why from Kueue's words."""
     local = cluster("dev")
-    done = local.cli("submit", "--stack", "dev", "--file", _job_file(tmp_path, "too-big", nodes=2))
+    done = local.cli("submit", "--stack", "dev", "--file", job_file(tmp_path, "too-big", nodes=2))
     assert done.returncode == 0, done.stderr
-    blocker = local.cli("submit", "--stack", "dev", "--file", _job_file(tmp_path, "blocker", nodes=2))
+    blocker = local.cli("submit", "--stack", "dev", "--file", job_file(tmp_path, "blocker", nodes=2))
     assert blocker.returncode == 0, blocker.stderr
     local.wait(lambda: (w := workload_of(local, "TrainJob", "blocker")) and "insufficient" in json.dumps(
         w.get("status", {})).lower(), "Kueue to report the second job's quota shortfall")
