@@ -25,8 +25,8 @@ docs: $(VENV)/.installed  ## regenerate the config's JSON Schema and the README'
 local: $(VENV)/.installed  ## the stack's cluster half on a local control plane (STACK=dev); prints the KUBECONFIG
 	$(PY) -m local up --stack $(or $(STACK),dev)
 
-local-apply: $(VENV)/.installed  ## re-render the stack and apply it to the running local cluster (what `pulumi up` would)
-	$(PY) -m local apply --stack $(or $(STACK),dev)
+local-apply: $(VENV)/.installed  ## re-render the running local cluster's stack and apply it (after pause/resume)
+	$(PY) -m local apply $(if $(STACK),--stack $(STACK))
 
 local-down: $(VENV)/.installed  ## stop the local control plane and delete its state
 	$(PY) -m local down

@@ -12,7 +12,8 @@ from local import build, cluster, controlplane, processes
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m local", description=__doc__)
     parser.add_argument("verb", choices=("up", "apply", "down", "status", "build"))
-    parser.add_argument("--stack", default=os.environ.get("STACK") or "dev")
+    parser.add_argument("--stack", default=os.environ.get("STACK") or None,
+                        help="default: dev for up; for apply, the stack the running cluster was started with")
     args = parser.parse_args(argv)
     state = cluster.state_dir()
     try:
@@ -31,8 +32,14 @@ def main(argv: list[str] | None = None) -> int:
             if "kube-apiserver" not in processes.running(state):
                 print("the local cluster is not running: `make local` first", file=sys.stderr)
                 return 2
-            cluster.apply(args.stack, state)
+            started = (state / "stack").read_text().strip()
+            if args.stack not in (None, started):
+                print(f"the local cluster runs stack {started}, not {args.stack}: `make local-down`, then "
+                      f"`make local STACK={args.stack}`", file=sys.stderr)
+                return 2
+            cluster.apply(started, state)
             return 0
+        args.stack = args.stack or "dev"
         cluster.up(args.stack, state)
     except (processes.LocalClusterError, build.BuildError, RuntimeError) as err:
         print(f"local: {err}", file=sys.stderr)

@@ -131,7 +131,10 @@ def apply(stack: str, state: Path, out=print, rendered: Rendered | None = None) 
     kubectl.apply_files(state, charts.prometheus_crds(), "the Prometheus Operator's CRDs")
     kubectl.wait(state, "crd", "condition=Established", extra=("--all",))
     kubectl.apply(state, by_phase["infrastructure"], "the stack's and charts' objects")
-    if not all(m.name in processes.running(state) for m in controllers.MANAGERS):
+    running = processes.running(state)
+    if not all(m.name in running for m in controllers.MANAGERS):
+        # All four or none: a lone restarted manager would clash with the others' ports and registry entries.
+        processes.stop(state, names=[m.name for m in controllers.MANAGERS])
         out("starting Kueue, JobSet, Kubeflow Trainer and the MPI Operator")
         controllers.start(state, rendered.chart_objects, rendered.stack_objects)
     kubectl.apply(state, by_phase["webhooks"], "webhook configurations")
@@ -147,7 +150,12 @@ def up(stack: str, state: Path, out=print) -> Rendered:
     build.build_all(log=sys.stderr)
     state.mkdir(parents=True, exist_ok=True)
     rendered = None
+    running_stack = (state / "stack").read_text().strip() if (state / "stack").is_file() else None
+    if "kube-apiserver" in processes.running(state) and running_stack not in (None, stack):
+        raise processes.LocalClusterError(f"the local cluster runs stack {running_stack}: `make local-down` first, "
+                                          f"then `make local STACK={stack}`")
     if "kube-apiserver" not in processes.running(state):
+        controlplane.check_ports_free()  # before stopping anything: another cluster's ports are not ours
         down(state, quiet=True)
         state.mkdir(parents=True)
         out(f"starting the control plane in {state}")
@@ -172,7 +180,7 @@ def up(stack: str, state: Path, out=print) -> Rendered:
 
 def down(state: Path, quiet: bool = False, out=print) -> None:
     """Stop every process the state folder started and delete the folder."""
-    stopped = processes.stop(state) if state.exists() else []
+    stopped = processes.stop(state)  # also when the folder is gone: strays are found by their command lines
     shutil.rmtree(state, ignore_errors=True)
     if not quiet:
         out(f"stopped {', '.join(stopped) or 'nothing'}; deleted {state}")

@@ -155,8 +155,9 @@ def start(state: Path, chart_objects: list[dict[str, Any]], stack_objects: list[
     processes.start(state, "trainer", [str(build.binary("trainer-controller-manager")), f"--kubeconfig={kubeconfig}",
                                        f"--config={work / 'trainer.yaml'}", *flags], env={"TMPDIR": str(tmp)})
 
-    processes.start(state, "mpi-operator", [str(build.binary("mpi-operator")), *mpi_operator_flags(stack_objects)],
-                    env={"KUBECONFIG": kubeconfig})
+    # --kubeConfig (its spelling) names the state folder, so `stop` finds it; $KUBECONFIG would win anyway.
+    processes.start(state, "mpi-operator", [str(build.binary("mpi-operator")), f"--kubeConfig={kubeconfig}",
+                                            *mpi_operator_flags(stack_objects)], env={"KUBECONFIG": kubeconfig})
 
     try:
         _install_cert(keys, KUEUE_METRICS_CERTS)

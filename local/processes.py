@@ -69,22 +69,39 @@ def alive(pid: int) -> bool:
 
 
 def _strays(state: Path) -> list[int]:
-    """Processes whose command line names this state folder (every program we start is given a path in it)."""
-    needle = str(state).encode()
+    """Our built programs whose command line names this state folder (each is given a path in it); a user's
+    `tail -f` of a log or kubectl with the kubeconfig names it too, but runs no program of ours."""
+    from local import build
+
+    needle, programs = _needle(state), (str(build.cache_dir() / "bin") + "/").encode()
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
         try:
-            if needle in (entry / "cmdline").read_bytes():
-                found.append(int(entry.name))
+            cmdline = (entry / "cmdline").read_bytes()
         except OSError:
             continue
+        if needle in cmdline and cmdline.startswith(programs):
+            found.append(int(entry.name))
     return found
 
 
+def ours(pid: int, state: Path) -> bool:
+    """The pid is alive and still one of ours (a recorded pid may be reused after a reboot)."""
+    try:
+        return alive(pid) and _needle(state) in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+def _needle(state: Path) -> bytes:
+    # With the separator: /x/.local-cluster must not match /x/.local-cluster-e2e's processes.
+    return (str(state) + "/").encode()
+
+
 def running(state: Path) -> dict[str, int]:
-    return {name: pid for name, pid in _recorded(state).items() if alive(pid)}
+    return {name: pid for name, pid in _recorded(state).items() if ours(pid, state)}
 
 
 def _signal(pid: int, signum: int) -> None:
@@ -101,7 +118,7 @@ def stop(state: Path, names: list[str] | None = None, grace: float = 10.0) -> li
     """SIGTERM each process group (all when names is None), SIGKILL what is left after grace; names stopped."""
     recorded = _recorded(state)
     targets = {n: p for n, p in recorded.items() if names is None or n in names}
-    pids = set(targets.values()) | (set(_strays(state)) if names is None else set())
+    pids = {p for p in targets.values() if ours(p, state)} | (set(_strays(state)) if names is None else set())
     for pid in pids:
         _signal(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace

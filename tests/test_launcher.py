@@ -270,6 +270,9 @@ def test_trainjob_against_our_runtime():
     m = manifest("torch-h100")
     spec = m["spec"]
     assert (m["apiVersion"], m["kind"]) == ("trainer.kubeflow.org/v1alpha1", "TrainJob")
+    # Pulumi deletes it in the background: Trainer v2.3.0 re-creates the JobSet of a TrainJob deleted in the
+    # foreground (trainer.DELETE_IN_BACKGROUND; seen on the local control plane).
+    assert m["metadata"]["annotations"] == {"pulumi.com/deletionPropagationPolicy": "background"}
     assert spec["runtimeRef"] == {"apiGroup": "trainer.kubeflow.org", "kind": "ClusterTrainingRuntime",
                                   "name": "gpucluster-torch-h100-r3"}
     # Kueue's webhook suspends it and adds its own runtime patch (its manager's entry) on create.

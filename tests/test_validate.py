@@ -179,3 +179,6 @@ def test_a_worker_the_scheduler_cannot_place_is_said_why():
     assert run.unschedulable([{"status": {"phase": "Running"}}, pending]) == message
     assert run.unschedulable([{"status": {"phase": "Running", "conditions": [
         {"type": "PodScheduled", "status": "True"}]}}]) is None
+    gated = {"status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
+             "reason": "SchedulingGated", "message": "Scheduling is blocked due to non-empty scheduling gates"}]}}
+    assert run.unschedulable([gated]) is None  # Kueue's gate, not the scheduler's verdict

@@ -116,7 +116,7 @@ def cancel_propagation(kind: str) -> str:
     and re-creates the JobSet the garbage collector just removed, so a foreground delete never ends and the
     pods come back (seen on the local control plane, tests/e2e/test_g_verbs.py). In the background, the
     TrainJob goes at once and the collector removes its JobSet, Jobs and pods after it."""
-    return "Background" if kind == "TrainJob" else "Foreground"
+    return "Background" if kind == "TrainJob" else "Foreground"  # as the program's DELETE_IN_BACKGROUND
 
 
 def cancel(kube: Kube, job: dict[str, Any], force: bool = False) -> list[str]:

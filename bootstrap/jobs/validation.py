@@ -63,7 +63,8 @@ def unschedulable(pods: list[dict[str, Any]]) -> str | None:
     "0/19 nodes are available: 16 Insufficient vpc.amazonaws.com/efa, ..." when the nodes lack EFA devices."""
     for pod in pods:
         for cond in (pod.get("status") or {}).get("conditions") or []:
-            if cond.get("type") == "PodScheduled" and cond.get("status") == "False" and cond.get("message"):
+            if (cond.get("type"), cond.get("status"), cond.get("reason")) == ("PodScheduled", "False",
+                                                                               "Unschedulable") and cond.get("message"):
                 return cond["message"]
     return None
 

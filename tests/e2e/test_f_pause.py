@@ -29,6 +29,13 @@ def _apply_queue(local: Local, paused: bool, mode: str | None = None) -> str:
 @pytest.mark.stack("dev")
 def test_pause_holds_new_jobs_drain_evicts_running_ones_resume_admits_them(cluster, tmp_path):
     local = cluster("dev")
+    try:
+        _pause_and_resume(local, tmp_path)
+    finally:  # the next test finds the queue running, whatever happened here
+        _apply_queue(local, paused=False)
+
+
+def _pause_and_resume(local: Local, tmp_path) -> None:
     assert _apply_queue(local, paused=True, mode="finish") == "Hold"
     done = local.cli("submit", "--stack", "dev", "--file", job_file(tmp_path, "held"))
     assert done.returncode == 0, done.stderr

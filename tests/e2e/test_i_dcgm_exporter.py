@@ -1,10 +1,11 @@
-"""dcgm-exporter reads our counters, proven on what helm renders and the DaemonSet controller runs.
+"""dcgm-exporter is started reading our counters: proven on what helm renders and the DaemonSet controller makes.
 
 The chart is the vendored copy of its templates that matter (tests/upstream/charts/dcgm-exporter-4.8.2: the
 DaemonSet, the metrics ConfigMap, the helpers and values.yaml, byte-identical to NVIDIA/dcgm-exporter at
 4.5.3-4.8.2): its module is not served by the Go module proxy. helm renders it with the values the stack
-passes; the API server takes the DaemonSet and ConfigMap, and the pods it starts on the GPU nodes read
-the counters file from that ConfigMap.
+passes; the API server takes the DaemonSet and ConfigMap, and the pods the DaemonSet controller creates on
+the GPU nodes are given `-f <file>` with that file mounted from the ConfigMap that holds our counters (KWOK
+runs no exporter: what the exporter then reads is DCGM's business).
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
 """`python -m bootstrap cancel JOB`: delete a job and its pods, and say which checkpoint the next run finds.
 
-The job goes with foreground deletion (its pods first; they get SIGTERM
-and the job's grace period, time for a checkpoint); a job file's scripts
+An MPIJob or JobSet goes with foreground deletion (its pods first), a
+TrainJob in the background (Trainer would re-create its JobSet otherwise:
+bootstrap.jobs.ops.cancel_propagation); either way every pod gets SIGTERM
+and the job's grace period, time for a checkpoint. A job file's scripts
 ConfigMap goes with it. A job `pulumi up` owns is refused (the next `up`
 would re-create it) unless --force. With --bucket, or the stack's
 `bucketName` output, the newest object under the job's checkpoint

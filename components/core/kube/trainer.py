@@ -181,6 +181,14 @@ def pod_label_patch(labels: dict[str, str]) -> dict[str, Any]:
         {"name": NODE, "template": {"spec": {"template": {"metadata": {"labels": dict(labels)}}}}}]}}}}
 
 
+# pulumi-kubernetes deletes in the foreground unless this annotation says otherwise (pulumi/pulumi-kubernetes
+# #3011, v4.12.0). Trainer v2.3.0 keeps reconciling a TrainJob being deleted (its trainjob_controller.go never
+# checks the deletionTimestamp) and re-applies the JobSet the garbage collector removes, so a foreground delete
+# (a replaced job, a job removed from the stack, `pulumi destroy`) never ends and the pods come back; seen on the
+# local control plane. In the background the TrainJob goes at once and its JobSet, Jobs and pods after it.
+DELETE_IN_BACKGROUND = {"pulumi.com/deletionPropagationPolicy": "background"}
+
+
 def trainjob(job: JobConfig, pool: GpuPoolConfig, namespace: str, env: dict[str, str],
              deadline_seconds: int | None, claim_name: str | None,
              secret: frozenset[str] = frozenset()) -> dict[str, Any]:
@@ -226,6 +234,7 @@ def trainjob(job: JobConfig, pool: GpuPoolConfig, namespace: str, env: dict[str,
         "kind": "TrainJob",
         "metadata": {"name": job.name, "namespace": namespace,
                      "labels": {**workers.labels(job.name, pool),
-                                **queueing.workload_labels(queueing.TRAINING_PRIORITY, deadline_seconds)}},
+                                **queueing.workload_labels(queueing.TRAINING_PRIORITY, deadline_seconds)},
+                     "annotations": dict(DELETE_IN_BACKGROUND)},
         "spec": spec,
     }
