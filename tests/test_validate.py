@@ -171,9 +171,9 @@ def test_a_worker_the_scheduler_cannot_place_is_said_why():
     """What the real scheduler reports when the nodes lack EFA devices (seen in tests/e2e/test_h_validate.py)."""
     from bootstrap.jobs import validation as run
 
-    message = ("0/19 nodes are available: 16 Insufficient vpc.amazonaws.com/efa, 3 node(s) didn't match Pod's node "
-               "affinity/selector. preemption: 0/19 nodes are available: 16 No preemption victims found for "
-               "incoming pod, 3 Preemption is not helpful for scheduling.")
+    message = ("0/21 nodes are available: 16 Insufficient vpc.amazonaws.com/efa, 2 node(s) had untolerated taint(s), "
+               "3 node(s) didn't match Pod's node affinity/selector. no new claims to deallocate, preemption: 0/21 "
+               "nodes are available: 21 Preemption is not helpful for scheduling.")
     pending = {"status": {"phase": "Pending", "conditions": [
         {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}]}}
     assert run.unschedulable([{"status": {"phase": "Running"}}, pending]) == message
