@@ -9,6 +9,7 @@ from components.aws.cluster import Cluster, ClusterArgs
 from components.aws.cpu_pool import CpuNodePool, CpuNodePoolArgs
 from components.aws.gpu_pool import GpuNodePool, GpuNodePoolArgs
 from components.aws.image_cache import ImageCache, ImageCacheArgs
+from components.aws.job_identity import JobIdentity, JobIdentityArgs
 from components.aws.network import Network, NetworkArgs
 from components.aws.node_group import NodeGroupSettings
 from components.aws.storage import Storage, StorageArgs
@@ -65,6 +66,10 @@ storage = Storage(f"{name}-storage", StorageArgs(
     client_security_group_ids=[network.node_security_group_id], tags=cfg.tags, existing_bucket=kept_bucket,
     system_security_group_id=cluster.cluster_security_group_id if cfg.observability.tensorboard_on else None,
     hooks=hooks))
+# Every pod of the training namespace is the jobs' role to AWS: the stack's bucket, and the stack's policies.
+job_identity = JobIdentity(f"{name}-job-identity", JobIdentityArgs(
+    cluster=cluster.name, namespace=cfg.training_namespace, bucket_arn=storage.bucket_arn,
+    policy_arns=cfg.job_policy_arns, tags=cfg.tags, depends_on=cluster.core_addons))
 
 # Every pool in the GPU zone: EFA does not cross zones, and parameter servers sit beside their workers.
 node_groups = NodeGroupSettings(
@@ -118,7 +123,7 @@ for index, job in enumerate(cfg.jobs):
         job=job, pool=cfg.pool(job.pool), namespace=cfg.training_namespace, claim_name=volume.claim_name,
         provider=cluster.provider, storage=cfg.storage, prices=cfg.prices,
         secret_env={k: job.env[k] for k in cfg.secret_env(index)}, ps_pool=cfg.ps_pool_of(job),
-        image_cache=cache_base, depends_on=[operators, queue, volume, plugins, pools[job.pool], *cached,
+        image_cache=cache_base, depends_on=[operators, queue, volume, plugins, pools[job.pool], job_identity, *cached,
                     *([pools[job.ps_pool]] if job.launcher == "ps" else [])]))
 fabric_tests = {pool.name: FabricTest(f"{name}-{pool.name}-fabric-test", FabricTestArgs(
     pool=pool, namespace=cfg.training_namespace, provider=cluster.provider, image_cache=cache_base,
@@ -137,6 +142,7 @@ pulumi.export("gpuNodeGroups", {p.name: pools[p.name].node_group_name for p in c
 if cfg.cpu_pools:
     pulumi.export("cpuNodeGroups", {p.name: pools[p.name].node_group_name for p in cfg.cpu_pools})
 pulumi.export("bucketName", storage.bucket_name)
+pulumi.export("jobRoleArn", job_identity.role_arn)
 pulumi.export("bucketRetainedOnDestroy", storage.bucket_adopted or cfg.storage.retain_on_destroy)
 pulumi.export("paused", {"paused": cfg.paused, "stopPolicy": cfg.stop_policy})
 pulumi.export("fileSystemId", storage.file_system_id)

@@ -32,7 +32,8 @@ def spec(name: str) -> dict[str, Any]:
 def test_the_training_namespace_s_rules_exactly():
     assert [(p["metadata"]["name"], p["metadata"]["namespace"]) for p in POLICIES] == [
         ("gpucluster-default-deny", "training"), ("gpucluster-dns", "training"), ("gpucluster-job-pods", "training"),
-        ("gpucluster-metrics-scrape", "training"), ("gpucluster-job-https-egress", "training")]
+        ("gpucluster-metrics-scrape", "training"), ("gpucluster-job-https-egress", "training"),
+        ("gpucluster-job-credentials", "training")]
     assert spec("gpucluster-default-deny") == {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}
     assert spec("gpucluster-dns") == {"podSelector": {}, "policyTypes": ["Egress"], "egress": [{
         "to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
@@ -50,6 +51,11 @@ def test_the_training_namespace_s_rules_exactly():
         "egress": [{"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": [
             "10.0.0.0/8", "100.64.0.0/10", "169.254.0.0/16", "172.16.0.0/12", "192.168.0.0/16"]}}],
             "ports": [{"protocol": "TCP", "port": 443}]}]}
+    # The EKS Pod Identity agent's two addresses, port 80 (EKS User Guide, pod-id-how-it-works).
+    assert spec("gpucluster-job-credentials") == {
+        "podSelector": JOB_EXISTS, "policyTypes": ["Egress"],
+        "egress": [{"to": [{"ipBlock": {"cidr": "169.254.170.23/32"}}, {"ipBlock": {"cidr": "fd00:ec2::23/128"}}],
+                    "ports": [{"protocol": "TCP", "port": 80}]}]}
 
 
 def test_the_operator_and_the_efa_counters_accept_only_prometheus():
@@ -203,6 +209,31 @@ def test_job_pods_reach_the_internet_on_https_only():
     assert not allowed(WORKER_A, Address("10.10.0.100"), 443)  # in-VPC endpoints: the API server's, say
     assert not allowed(WORKER_A, OPERATOR, 9090) and not allowed(WORKER_A, ELSEWHERE, 443)
     assert not allowed(TENSORBOARD, S3, 443) and not allowed(DEBUG, S3, 443)
+
+
+POD_IDENTITY_AGENT = Address("169.254.170.23")
+POD_IDENTITY_AGENT_V6 = Address("fd00:ec2::23")
+
+
+def test_a_job_pod_s_path_to_its_credentials_is_open():
+    for pod in (WORKER_A, LAUNCHER_A, WORKER_B):
+        assert allowed(pod, POD_IDENTITY_AGENT, 80) and allowed(pod, POD_IDENTITY_AGENT_V6, 80)
+    # Only a job's pods: the namespace's other pods have no egress but DNS.
+    assert not allowed(TENSORBOARD, POD_IDENTITY_AGENT, 80) and not allowed(DEBUG, POD_IDENTITY_AGENT, 80)
+
+
+@pytest.mark.parametrize("address, port", [
+    ("169.254.170.23", 443), ("169.254.170.23", 8080), ("169.254.170.23", 2703),  # the agent, other ports
+    ("169.254.170.22", 80), ("169.254.170.24", 80),  # its neighbours
+    ("169.254.169.254", 80), ("169.254.169.254", 443),  # instance metadata: the node role's credentials
+    ("169.254.169.253", 53), ("169.254.169.123", 123),  # the Amazon DNS resolver, Time Sync
+    ("169.254.0.1", 80), ("169.254.255.254", 80),  # anywhere else on link-local
+    ("fd00:ec2::254", 80), ("fd00:ec2::23", 443),  # IMDS on IPv6; the agent on another port
+])
+def test_nothing_else_on_link_local_is(address, port):
+    assert not allowed(WORKER_A, Address(address), port)
+    assert not allowed(WORKER_A, Address(address), port, "UDP")
+    assert not allowed(WORKER_A, POD_IDENTITY_AGENT, 80, "UDP")
 
 
 def test_the_operator_and_the_counters_take_prometheus_only():

@@ -89,6 +89,27 @@ def storage_summary(cfg: config.StackConfig) -> dict[str, Any]:
     }
 
 
+def job_identity_summary(cfg: config.StackConfig, recording: mocks.Recording) -> dict[str, Any] | None:
+    """The jobs' role as registered: its name, the bucket statements of its inline policy, the stack's policies."""
+    import json
+
+    from components.core import job_identity
+
+    roles = [r.name for r in recording.resources if r.type == "aws:iam/role:Role" and r.name.endswith("-job-identity-role")]
+    access = [r for r in recording.resources
+              if r.type == "aws:iam/rolePolicy:RolePolicy" and r.name.endswith("-job-identity-bucket-access")]
+    if not roles or not access or not isinstance(access[0].inputs.get("policy"), str):
+        return None
+    return {
+        "role": roles[0], "namespace": cfg.training_namespace, "serviceAccount": job_identity.SERVICE_ACCOUNT,
+        "s3": [{"actions": st["Action"], "resource": st["Resource"]}
+               for st in json.loads(access[0].inputs["policy"])["Statement"]],
+        "policyArns": list(cfg.job_policy_arns),
+        "credentials": f"{job_identity.AGENT_IPV4}:{job_identity.AGENT_PORT} ([{job_identity.AGENT_IPV6}]"
+                       f":{job_identity.AGENT_PORT})",
+    }
+
+
 def job_rows(cfg: config.StackConfig) -> list[dict[str, Any]]:
     """Each job (and fabric test) with its queue, start order, deadline and worst-case cost."""
     from components.core import images
@@ -210,6 +231,7 @@ def build_report(cfg: config.StackConfig, recording: mocks.Recording, standins: 
         "gpuPools": pool_rows(cfg),
         "cpuPools": cpu_pool_rows(cfg),
         "storage": storage_summary(cfg),
+        "jobIdentity": job_identity_summary(cfg, recording),
         "timeToReady": time_to_ready(cfg),
         "jobs": (jobs := job_rows(cfg)),
         "startsNow": starts_now(cfg, jobs),

@@ -113,6 +113,15 @@ def render(report: dict[str, Any], tree: list[str]) -> str:
             f"aggregate {s['aggregateThroughputMBps']:,.0f} MB/s for up to {s['gpusAtMaxScale']} GPUs"]
     if s["warning"]:
         out.append(f"  WARNING: {s['warning']}")
+    if (ident := report.get("jobIdentity")) is not None:
+        out += ["", "Jobs' AWS identity (EKS Pod Identity)",
+                f"  role {ident['role']}: every pod in {ident['namespace']} (service account "
+                f"{ident['namespace']}/{ident['serviceAccount']})"]
+        out += [f"  {', '.join(st['actions'])} on {st['resource']}" for st in ident["s3"]]
+        out.append(f"  and {', '.join(ident['policyArns'])}" if ident["policyArns"] else
+                   "  nothing else (gpucluster:jobPolicyArns adds managed policies)")
+        out.append(f"  credentials from the Pod Identity agent at {ident['credentials']}, the one link-local "
+                   "address the NetworkPolicies open")
     r = report["timeToReady"]
     out += ["", "Time to ready (`pulumi up` from nothing; the two paths run in parallel)",
             f"  cluster ~{r['clusterMinutes']} min: EKS ~{r['eksMinutes']}, system nodes ~{r['systemNodesMinutes']}, "

@@ -62,3 +62,18 @@ def test_every_job_of_the_stack_passes_the_operators_webhooks(cluster, stack):
         judged.append((job.name, submission.kind, out))
     assert [name for name, _, _ in judged] == [job.name for job in cfg.jobs]
     assert {kind for _, kind, _ in judged} >= ({"TrainJob"} if stack == "dev" else {"TrainJob", "MPIJob"})
+
+
+@pytest.mark.stack("dev")
+def test_the_job_pods_path_to_their_credentials_is_what_the_api_server_keeps(cluster):
+    """The credentials policy, both address families, as the API server stored it (it validates ipBlocks), and the
+    service account the Pod Identity association names, which the API server's controllers create."""
+    from components.core import job_identity
+    from components.core.kube import network_policy
+
+    local = cluster("dev")
+    policy = local.get("networkpolicies.networking.k8s.io", network_policy.JOB_CREDENTIALS, "training")
+    assert policy["spec"]["egress"] == [{"to": [{"ipBlock": {"cidr": "169.254.170.23/32"}},
+                                                {"ipBlock": {"cidr": "fd00:ec2::23/128"}}],
+                                         "ports": [{"protocol": "TCP", "port": 80}]}]
+    assert local.get("serviceaccounts", job_identity.SERVICE_ACCOUNT, "training")["metadata"]["name"] == "default"

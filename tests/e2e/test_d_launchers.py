@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from components.core import job_identity
 from components.core.hardware import nccl
 
 from .conftest import jsonpath
@@ -53,6 +54,9 @@ def test_the_mpijob_hostfile_names_its_real_worker_pods(cluster):
                     if arg == "-x" and "=" in argv[i + 1])
     for key, value in nccl.preset_env("p5.48xlarge").items():
         assert exported.get(key) == value, key
+    # The operator leaves the service account alone: launcher and workers are the jobs' role to AWS
+    # (the Pod Identity association on training/default).
+    assert {p["spec"]["serviceAccountName"] for p in [*workers, *launcher]} == {job_identity.SERVICE_ACCOUNT}
     finish(local, local.pods(NAMESPACE, selector))
     local.wait(lambda: condition(local.get("mpijobs.kubeflow.org", MPI_JOB, NAMESPACE), "Succeeded"),
                "the MPIJob to succeed")
@@ -70,3 +74,5 @@ def test_the_trainjob_pods_carry_the_nccl_preset_through_our_runtime(cluster):
     for key, value in nccl.preset_env("g6e.xlarge", efa=False, torch=True).items():
         assert env.get(key) == value, key
     assert pods[0]["spec"]["nodeSelector"]["gpucluster.io/pool"] == "dev"
+    # Trainer's JobSet keeps the namespace's default service account: the jobs' role to AWS.
+    assert {p["spec"]["serviceAccountName"] for p in pods} == {job_identity.SERVICE_ACCOUNT}

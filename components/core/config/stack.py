@@ -26,10 +26,12 @@ from components.core.config.values import (
     CLUSTER_NAME,
     DNS_LABEL,
     PUBLIC_ACCESS_CIDRS_MAX,
+    check_policy_arn,
     check_principal_arn,
     check_public_cidr,
     check_vpc_cidr,
     cidr_list_problems,
+    policy_list_problems,
     with_prefix_length,
 )
 from components.core.hardware import catalog
@@ -224,6 +226,11 @@ class StackKeys(Model):
         True, description="an ECR pull-through cache for public.ecr.aws: nodes pull public ECR images (the Deep "
                           "Learning Containers, jobs' public.ecr.aws images) from the account's registry in the "
                           "region, through the S3 endpoint; `false` pulls them from public ECR through NAT")
+    job_policy_arns: tuple[Text(allowed="an IAM managed policy ARN", short="IAM policy ARN",
+                                check=check_policy_arn), ...] = Field(
+        (), description="IAM managed policies for the jobs' role, besides read and write on the stack's bucket, which "
+                        "it always has (EKS Pod Identity on the training namespace's `default` service account); at "
+                        "most 10, no repeats")
     observability: ObservabilityConfig = Field(
         default_factory=ObservabilityConfig, description="metrics, dashboards, alerts and TensorBoard")
     alert_slack_webhook_url: Annotated[SlackWebhook | None, DefaultText("none")] = Field(
@@ -255,6 +262,11 @@ class StackKeys(Model):
     def _cidr_list(self):
         for index, reason in cidr_list_problems(self.public_access_cidrs):
             yield ("publicAccessCidrs" if index < 0 else f"publicAccessCidrs[{index}]"), reason
+
+    @rule("job_policy_arns")
+    def _job_policies(self):
+        for index, reason in policy_list_problems(self.job_policy_arns):
+            yield ("jobPolicyArns" if index < 0 else f"jobPolicyArns[{index}]"), reason
 
     @rule("versions.ami_release_version", "kubernetes_version")
     def _ami_matches_kubernetes(self):

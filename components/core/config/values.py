@@ -103,6 +103,32 @@ def check_principal_arn(value: str) -> str | None:
     return None
 
 
+# IAM User Guide, "IAM identifiers" (ARNs): a managed policy is AWS's (account `aws`) or an account's,
+# arn:<partition>:iam::<aws|account>:policy/<path/><name>.
+_IAM_POLICY_ARN = r"arn:aws(-cn|-us-gov)?:iam::(aws|\d{12}):policy/([\w+=,.@-]+/)*[\w+=,.@-]{1,128}"
+# IAM User Guide, "IAM and AWS STS quotas": managed policies attached to a role, 10 by default
+# (adjustable to 25); the jobs' role attaches only the stack's, its S3 access being an inline policy.
+ROLE_MANAGED_POLICIES_MAX = 10
+
+
+def check_policy_arn(value: str) -> str | None:
+    """An IAM managed policy ARN (AWS's or an account's)."""
+    if re.fullmatch(_IAM_POLICY_ARN, value):
+        return None
+    return ("must be an IAM managed policy ARN, arn:aws:iam::aws:policy/<name> or "
+            "arn:aws:iam::<12-digit account>:policy/<name>")
+
+
+def policy_list_problems(arns: Iterable[str]) -> list[tuple[int, str]]:
+    """(index, why) for repeated entries, and (-1, why) for more than IAM attaches to a role by default."""
+    items = list(arns)
+    out = [(i, f"repeats entry [{items.index(arn)}]") for i, arn in enumerate(items) if items.index(arn) != i]
+    if len(items) > ROLE_MANAGED_POLICIES_MAX:
+        out.append((-1, f"has {len(items)} entries; IAM attaches at most {ROLE_MANAGED_POLICIES_MAX} managed "
+                        "policies to a role by default (IAM quotas); combine them into fewer policies"))
+    return out
+
+
 def is_admin(caller_arn: str, admins: Iterable[str]) -> bool:
     """Whether the caller (a user, or a role session) is among the admin principals.
 

@@ -41,8 +41,21 @@ them is denied what none allows. In the training namespace:
 - HTTPS_EGRESS: job pods to addresses outside the VPC on TCP 443 only: S3
   (through the gateway endpoint, public addresses), Hugging Face, Weights &
   Biases, PyPI, GitHub. Not to private, shared or link-local ranges: no other
-  namespace, no node port, no instance metadata (credentials), no API server
-  endpoint. Container images are pulled by the node, not the pod.
+  namespace, no node port, no instance metadata (the node role's
+  credentials), no API server endpoint. Container images are pulled by the
+  node, not the pod.
+- JOB_CREDENTIALS: job pods to the EKS Pod Identity agent, 169.254.170.23 and
+  fd00:ec2::23 on TCP 80 and nothing else on link-local: the jobs' role
+  (components/core/job_identity.py). The agent runs on the node's host
+  network, so it is an address to the policy, not a pod.
+
+A brand-new pod's first flows may be dropped for a few seconds while the
+agent reconciles its policies (aws-network-policy-agent #345: a reply to a
+flow that left before the policies applied is denied; #487), so each first
+contact our pods make retries for a bounded time: the MPIJob launcher's
+ssh to every worker (ssh_first_contact), the parameter-server chief's
+connection to every task (tcp_first_contact, in an init container that
+shares the pod's network), and validate's probes.
 
 TensorBoard (port 6006) gets no rule: it is read through `kubectl
 port-forward`. The MPI Operator and the EFA counters accept only Prometheus
@@ -51,8 +64,10 @@ port-forward`. The MPI Operator and the EFA counters accept only Prometheus
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
+from components.core import job_identity
 from components.core.kube import workers
 
 API_VERSION = "networking.k8s.io/v1"
@@ -64,6 +79,7 @@ DNS = "gpucluster-dns"
 JOB_PODS = "gpucluster-job-pods"
 METRICS = "gpucluster-metrics-scrape"
 HTTPS_EGRESS = "gpucluster-job-https-egress"
+JOB_CREDENTIALS = "gpucluster-job-credentials"
 
 # CoreDNS of the EKS add-on: Deployment coredns in kube-system, pods labelled k8s-app=kube-dns
 # (EKS User Guide, "Manage CoreDNS"). Its Service's port is its container port (53), which the
@@ -82,6 +98,8 @@ HTTPS_PORT = 443
 # RFC 6598 shared space (VPC secondary ranges, custom networking), link-local (instance metadata,
 # the Pod Identity agent, the Amazon DNS resolver's 169.254.169.253).
 NOT_INTERNET = ("10.0.0.0/8", "100.64.0.0/10", "169.254.0.0/16", "172.16.0.0/12", "192.168.0.0/16")
+# The Pod Identity agent, exactly: one address of each family.
+POD_IDENTITY_AGENT = (f"{job_identity.AGENT_IPV4}/32", f"{job_identity.AGENT_IPV6}/128")
 
 JOB_POD_SELECTOR = {"matchExpressions": [{"key": workers.JOB_LABEL, "operator": "Exists"}]}
 METRICS_POD_SELECTOR = {"matchExpressions": [{"key": workers.METRICS_PORT_LABEL, "operator": "Exists"}]}
@@ -125,6 +143,10 @@ def training_policies(namespace: str, monitoring_namespace: str) -> list[dict[st
             "podSelector": dict(JOB_POD_SELECTOR), "policyTypes": ["Egress"],
             "egress": [{"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": list(NOT_INTERNET)}}],
                         "ports": [_tcp(HTTPS_PORT)]}]}),
+        _policy(JOB_CREDENTIALS, namespace, {
+            "podSelector": dict(JOB_POD_SELECTOR), "policyTypes": ["Egress"],
+            "egress": [{"to": [{"ipBlock": {"cidr": cidr}} for cidr in POD_IDENTITY_AGENT],
+                        "ports": [_tcp(job_identity.AGENT_PORT)]}]}),
     ]
 
 
@@ -134,3 +156,53 @@ def scrape_only(name: str, namespace: str, pods: dict[str, str], port: int,
     return _policy(name, namespace, {
         "podSelector": {"matchLabels": dict(pods)}, "policyTypes": ["Ingress"],
         "ingress": [{"from": [_in_namespace(monitoring_namespace, PROMETHEUS_POD)], "ports": [_tcp(port)]}]})
+
+
+# -- first contacts -------------------------------------------------------------------------------
+
+# How long a new pod's first contact may take before the pod fails: the agent applies policies to a
+# new pod in 1-2 s (aws-network-policy-agent #345); ssh to a worker that is Ready (the MPI Operator
+# starts the launcher once every worker is) needs no more.
+FIRST_CONTACT_SECONDS = 120
+RETRY_SECONDS = 2
+# The MPI Operator's hostfile for Open MPI (mpi-operator v0.8.2, OMPI_MCA_orte_default_hostfile).
+MPI_HOSTFILE = "/etc/mpi/hostfile"
+
+_SSH_FIRST_CONTACT = """end=$(( $(date +%s) + {seconds} ))
+for host in $(cut -d' ' -f1 "${{OMPI_MCA_orte_default_hostfile:-{hostfile}}}"); do
+  until ssh -o BatchMode=yes -o ConnectTimeout=5 "$host" true; do
+    if [ "$(date +%s)" -ge "$end" ]; then
+      echo "gpucluster: $host did not answer ssh within {seconds} s (its sshd, or a NetworkPolicy)" >&2; exit 1
+    fi
+    sleep {retry}
+  done
+done
+exec "$@"
+"""
+
+_TCP_FIRST_CONTACT = """end=$(( $(date +%s) + {seconds} ))
+for address in {addresses}; do
+  host=${{address%:*}} port=${{address##*:}}
+  until timeout 5 bash -c "</dev/tcp/$host/$port" 2>/dev/null; do
+    if [ "$(date +%s)" -ge "$end" ]; then
+      echo "gpucluster: $address did not accept a connection within {seconds} s" >&2; exit 1
+    fi
+    sleep {retry}
+  done
+done"""
+
+
+def ssh_first_contact(command: list[str], seconds: int = FIRST_CONTACT_SECONDS) -> list[str]:
+    """`command` (mpirun) once every host of the MPI hostfile answers ssh, retried for up to `seconds`.
+
+    The program is exec'd with its arguments as they were, so it stays the container's PID 1 (SIGTERM
+    reaches mpirun, and through it the ranks)."""
+    script = _SSH_FIRST_CONTACT.format(seconds=seconds, hostfile=MPI_HOSTFILE, retry=RETRY_SECONDS)
+    return ["/bin/sh", "-c", script, "gpucluster-first-contact", *command]
+
+
+def tcp_first_contact(addresses: list[str], seconds: int = FIRST_CONTACT_SECONDS) -> list[str]:
+    """A bash command that waits until every host:port accepts a TCP connection, for up to `seconds`."""
+    script = _TCP_FIRST_CONTACT.format(seconds=seconds, retry=RETRY_SECONDS,
+                                       addresses=" ".join(shlex.quote(a) for a in addresses))
+    return ["/bin/bash", "-c", script]

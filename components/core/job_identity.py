@@ -1,0 +1,68 @@
+"""The jobs' AWS identity (pure): who a training pod is to AWS, and how its credentials reach it.
+
+A pod gets AWS credentials from the EKS Pod Identity agent, a DaemonSet on
+the host network of every node that serves them on a link-local address
+(EKS User Guide, "Understand how EKS Pod Identity works"): the SDKs read
+AWS_CONTAINER_CREDENTIALS_FULL_URI, which the Pod Identity webhook sets to
+http://169.254.170.23/v1/credentials (http://[fd00:ec2::23]/v1/credentials
+on IPv6), in every pod whose service account has an association.
+
+The association is on the training namespace's `default` service account,
+which Kubernetes creates in every namespace: every pod of the namespace
+gets the jobs' role, whoever created it (`pulumi up`, `bootstrap submit`,
+`kubectl apply`, the MPI Operator's launcher, Trainer's JobSet), with no
+serviceAccountName in any manifest. A dedicated service account would need
+that field in every job's pod template, and changing a running job's
+template replaces the job. The namespace is the boundary, as for the
+NetworkPolicies (components/core/kube/network_policy.py).
+
+The role reads and writes the stack's bucket (datasets in, checkpoints
+out, besides FSx's own link to it) and nothing else, unless the stack adds
+managed policies (gpucluster:jobPolicyArns).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+SERVICE_ACCOUNT = "default"
+
+# EKS User Guide, "Understand how EKS Pod Identity works" (pod-id-how-it-works): the agent listens on
+# 169.254.170.23 and [fd00:ec2::23], port 80, on the node's host network.
+AGENT_IPV4 = "169.254.170.23"
+AGENT_IPV6 = "fd00:ec2::23"
+AGENT_PORT = 80
+
+# S3 User Guide, "Policy examples" (read-write access to a bucket's objects) and "Multipart upload API
+# and permissions": a checkpoint of a few GB is a multipart upload, which needs its own actions to list
+# and abort parts; GetBucketLocation lets SDKs find the bucket's region.
+BUCKET_ACTIONS = ("s3:ListBucket", "s3:GetBucketLocation", "s3:ListBucketMultipartUploads")
+OBJECT_ACTIONS = ("s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload",
+                  "s3:ListMultipartUploadParts")
+
+
+def bucket_policy(bucket_arn: str) -> str:
+    """The jobs' inline policy: read and write the stack's bucket and its objects, nothing else."""
+    return json.dumps({
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Sid": "Bucket", "Effect": "Allow", "Action": list(BUCKET_ACTIONS), "Resource": bucket_arn},
+            {"Sid": "Objects", "Effect": "Allow", "Action": list(OBJECT_ACTIONS), "Resource": f"{bucket_arn}/*"},
+        ],
+    })
+
+
+def attachment_slugs(policy_arns: tuple[str, ...] | list[str]) -> dict[str, str]:
+    """A resource-name part per policy ARN: its name, lowercase, and a hash of the whole ARN, so that two
+    policies of one name (AWS's and an account's) never share a name, and reordering renames nothing."""
+    return {arn: f"policy-{arn.rsplit('/', 1)[-1].lower()}-{hashlib.sha256(arn.encode()).hexdigest()[:6]}"
+            for arn in policy_arns}
+
+
+def describe(namespace: str, bucket: str, policy_arns: tuple[str, ...] | list[str]) -> str:
+    """One line for the plan: who the jobs are to AWS and what they may do."""
+    extra = f"; plus {', '.join(policy_arns)}" if policy_arns else "; nothing else (gpucluster:jobPolicyArns adds)"
+    return (f"every pod in {namespace} (Pod Identity on service account {namespace}/{SERVICE_ACCOUNT}): read and "
+            f"write s3://{bucket} and its objects{extra}; credentials from the Pod Identity agent, "
+            f"{AGENT_IPV4}:{AGENT_PORT}, the one link-local address the NetworkPolicies open")
