@@ -102,8 +102,11 @@ def worker_resources(m: dict) -> dict:
 
 
 def launcher_command(m: dict) -> list[str]:
+    """mpirun's argv, after the first-contact wrapper (tests/test_first_contact.py) that execs it."""
     (container,) = m["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"]
-    return container["command"]
+    command = container["command"]
+    assert command[:2] == ["/bin/sh", "-c"] and command[3] == "gpucluster-first-contact"
+    return command[4:]
 
 
 def env_of(m: dict) -> dict[str, str]:

@@ -156,7 +156,7 @@ def test_the_stages_jobs_are_valid_mpijobs_queued_first(stage):
     assert labels["kueue.x-k8s.io/max-exec-time-seconds"] == "1800"
     worker = job["spec"]["mpiReplicaSpecs"]["Worker"]
     assert worker["replicas"] == (1 if stage == "one-node" else 2)
-    script = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"][2]
+    script = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"][6]
     assert "/usr/local/bin/all_reduce_perf" in script and "-x FI_PROVIDER=efa" in script
     mounts = {m["mountPath"] for m in worker["template"]["spec"]["containers"][0]["volumeMounts"]}
     assert ("/fsx" in mounts) is (stage == "one-node")  # the one-node stage reads the file system

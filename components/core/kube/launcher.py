@@ -29,7 +29,7 @@ from components.core.config import (
     StorageConfig,
 )
 from components.core.hardware import nccl
-from components.core.kube import parameter_server, queueing, trainer, workers
+from components.core.kube import network_policy, parameter_server, queueing, trainer, workers
 from components.core.kube.nodepool import SYSTEM_NODE_LABEL
 from components.core.planning import teardown
 
@@ -148,7 +148,9 @@ def mpijob_manifest(name: str, ctx: JobContext, pool: GpuPoolConfig, nodes: int,
                     "restartPolicy": "OnFailure",
                     "template": {
                         "metadata": {"labels": pod_labels},
-                        "spec": _launcher_pod(image, command, grace_seconds, launcher_env),
+                        # Its first ssh to each worker retries: a new pod's first flows may be dropped.
+                        "spec": _launcher_pod(image, network_policy.ssh_first_contact(command), grace_seconds,
+                                              launcher_env),
                     },
                 },
                 "Worker": {

@@ -33,7 +33,7 @@ import json
 from typing import Any
 
 from components.core.config import CpuPoolConfig, GpuPoolConfig, JobConfig, StorageConfig
-from components.core.kube import nodepool, queueing, workers
+from components.core.kube import network_policy, nodepool, queueing, workers
 from components.core.kube.nodepool import SYSTEM_NODE_LABEL
 
 API_VERSION = "jobset.x-k8s.io/v1alpha2"
@@ -42,6 +42,8 @@ ROLES = ("chief", "ps", "worker")
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 TASK_INDEX_ENV = "GPUCLUSTER_TASK_INDEX"
 CHIEF_RESOURCES = {"requests": {"cpu": "500m", "memory": "2Gi"}, "limits": {"memory": "8Gi"}}
+# The chief's first contact (below the chief's own requests: Kueue and the scheduler count the larger).
+FIRST_CONTACT_RESOURCES = {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}}
 
 
 def addresses(job: JobConfig, namespace: str) -> dict[str, list[str]]:
@@ -99,7 +101,13 @@ def jobset(job: JobConfig, pool: GpuPoolConfig, ps_pool: CpuPoolConfig, namespac
 
     volumes = [v for v in workers.worker_volumes(pool, claim_name) if v["name"] == workers.DATA_VOLUME]
     extra = {"terminationGracePeriodSeconds": grace} if grace is not None else {}
-    chief = {"nodeSelector": dict(SYSTEM_NODE_LABEL), "containers": [container("chief", "chief", CHIEF_RESOURCES)],
+    # The chief's first gRPC to each task, from a brand-new pod, may be dropped while the network policy
+    # agent reconciles it: an init container, in the same network namespace, connects first, retrying.
+    tasks = addresses(job, namespace)
+    first_contact = {"name": "first-contact", "image": job.image, "resources": FIRST_CONTACT_RESOURCES,
+                     "command": network_policy.tcp_first_contact([*tasks["ps"], *tasks["worker"]])}
+    chief = {"nodeSelector": dict(SYSTEM_NODE_LABEL), "initContainers": [first_contact],
+             "containers": [container("chief", "chief", CHIEF_RESOURCES)],
              **({"volumes": volumes} if volumes else {}), **extra}
     # The role label keeps Kueue from giving the parameter servers the system flavor (nodepool.CPU_POOL_ROLE).
     ps_container = container("ps", "ps", workers.cpu_node_resources(ps_pool))

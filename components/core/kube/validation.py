@@ -29,6 +29,7 @@ MOUNT = "/fsx"
 PROBE_MIB = 1024
 DEADLINE_SECONDS = 1800  # a stage that hangs is stopped (and its nodes given back)
 STAGES = ("one-node", "two-node")
+PROBE_ATTEMPTS = 15  # at most ~105 s (5 s timeout, 2 s apart) before a port counts as closed
 
 
 def name(pool: GpuPoolConfig, stage: str) -> str:
@@ -49,10 +50,12 @@ def fsx_probe() -> str:
             f"rm -f {target}; else echo '{MARK} fsx missing'; fi")
 
 
-def tcp_probe(job: str, namespace: str) -> str:
-    """On each of two workers: can it open port 22 of the other (bash's /dev/tcp; no nc needed)."""
+def tcp_probe(job: str, namespace: str, attempts: int = PROBE_ATTEMPTS) -> str:
+    """On each of two workers: can it open port 22 of the other (bash's /dev/tcp; no nc needed), retried
+    `attempts` times 2 s apart: a new pod's first flows may be dropped (network_policy, first contacts)."""
     peer = f"{job}-worker-$((1 - OMPI_COMM_WORLD_RANK)).{job}.{namespace}.svc"
-    return (f"peer={peer}; if timeout 5 bash -c \"</dev/tcp/$peer/22\"; then echo \"{MARK} tcp $(hostname) -> "
+    return (f"peer={peer}; open=0; for attempt in $(seq {attempts}); do if timeout 5 bash -c \"</dev/tcp/$peer/22\"; "
+            f"then open=1; break; fi; sleep 2; done; if [ $open = 1 ]; then echo \"{MARK} tcp $(hostname) -> "
             f"$peer:22 open\"; else echo \"{MARK} tcp $(hostname) -> $peer:22 closed\"; fi")
 
 
