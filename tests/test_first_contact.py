@@ -37,9 +37,10 @@ exit 0
     return bin_dir
 
 
-def run_ssh_first_contact(tmp_path: Path, failures: dict[str, int], seconds: int) -> subprocess.CompletedProcess:
+def run_ssh_first_contact(tmp_path: Path, failures: dict[str, int], seconds: int,
+                          line: str = "{host} slots=8") -> subprocess.CompletedProcess:
     hostfile = tmp_path / "hostfile"
-    hostfile.write_text("".join(f"{h} slots=8\n" for h in failures))
+    hostfile.write_text("".join(line.format(host=h) + "\n" for h in failures))
     bin_dir = fake_ssh(tmp_path, failures)
     command = network_policy.ssh_first_contact(["echo", "mpirun ran", "with", "its args"], seconds=seconds)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "OMPI_MCA_orte_default_hostfile": str(hostfile)}
@@ -57,13 +58,35 @@ def test_mpirun_starts_once_every_worker_answers_ssh(tmp_path, monkeypatch):
         "-o BatchMode=yes -o ConnectTimeout=5 job-worker-1.job.training.svc true"] * 3
 
 
+def test_an_intel_mpi_hostfile_names_the_same_hosts(tmp_path, monkeypatch):
+    monkeypatch.setattr(network_policy, "RETRY_SECONDS", 0)
+    done = run_ssh_first_contact(tmp_path, {"job-worker-0.job.training.svc": 1}, seconds=30, line="{host}:8")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "calls").read_text().splitlines() == [
+        "-o BatchMode=yes -o ConnectTimeout=5 job-worker-0.job.training.svc true"] * 2
+
+
+def test_a_delete_stops_the_wait_at_once(tmp_path):
+    """SIGTERM to the waiting script (PID 1 in the pod, where nothing handles it by default) ends it."""
+    hostfile = tmp_path / "hostfile"
+    hostfile.write_text("job-worker-0.job.training.svc slots=8\n")
+    bin_dir = fake_ssh(tmp_path, {"job-worker-0.job.training.svc": 10_000})
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "OMPI_MCA_orte_default_hostfile": str(hostfile)}
+    waiting = subprocess.Popen(network_policy.ssh_first_contact(["true"], seconds=60), env=env)
+    time.sleep(1)
+    waiting.terminate()
+    assert waiting.wait(timeout=10) == 143
+    assert "trap 'exit 143' TERM INT" in network_policy.tcp_first_contact(["a:1"])[2]
+
+
 def test_a_worker_that_never_answers_fails_the_launcher_within_the_bound(tmp_path, monkeypatch):
     hosts = {"job-worker-0.job.training.svc": 10_000}
     started = time.monotonic()
     done = run_ssh_first_contact(tmp_path, hosts, seconds=3)
     assert done.returncode == 1 and done.stdout == ""  # mpirun never ran
     assert done.stderr.strip() == ("gpucluster: job-worker-0.job.training.svc did not answer ssh within 3 s (its "
-                                   "sshd, or a NetworkPolicy)")
+                                   "sshd, or a NetworkPolicy: DENY lines in "
+                                   "/var/log/aws-routed-eni/network-policy-agent.log on its node)")
     assert time.monotonic() - started < 3 + network_policy.RETRY_SECONDS + 2
 
 
@@ -73,7 +96,7 @@ def test_every_mpijob_launcher_makes_its_first_contact_so():
     for manifest in (launcher.nccl_test_mpijob(pool, "training"), validation.mpijob("two-node", pool, "training", "fsx")):
         (container,) = manifest["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"]
         assert container["command"][:4] == network_policy.ssh_first_contact([])
-        assert network_policy.FIRST_CONTACT_SECONDS == 120 and "+ 120 ))" in container["command"][2]
+        assert network_policy.FIRST_CONTACT_SECONDS == 300 and "+ 300 ))" in container["command"][2]
 
 
 @pytest.fixture
@@ -112,7 +135,9 @@ def test_a_task_that_never_accepts_fails_the_chief_s_init_within_the_bound():
     done = subprocess.run(network_policy.tcp_first_contact([f"127.0.0.1:{closed}"], seconds=2),
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
-    assert done.stderr.strip() == f"gpucluster: 127.0.0.1:{closed} did not accept a connection within 2 s"
+    assert done.stderr.strip() == (f"gpucluster: 127.0.0.1:{closed} did not accept a connection within 2 s (its "
+                                   "server, or a NetworkPolicy: DENY lines in "
+                                   "/var/log/aws-routed-eni/network-policy-agent.log on its node)")
     assert time.monotonic() - started < 2 + network_policy.RETRY_SECONDS + 2
 
 

@@ -38,7 +38,7 @@ def test_the_jobs_role_reads_and_writes_the_stack_s_bucket_only(prod):
          "Action": ["s3:ListBucket", "s3:GetBucketLocation", "s3:ListBucketMultipartUploads"]},
         {"Sid": "Objects", "Effect": "Allow", "Resource": f"{bucket_arn}/*",
          "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload",
-                    "s3:ListMultipartUploadParts"]}]
+                    "s3:ListMultipartUploadParts", "s3:GetObjectTagging", "s3:PutObjectTagging"]}]
     assert access.inputs["role"] == role.outputs["name"]
 
 
@@ -82,8 +82,8 @@ def test_the_plan_shows_the_role_and_its_bucket_scope(prod):
     text = plan_text.render(report, plan_text.resource_tree(prod))
     assert "Jobs' AWS identity (EKS Pod Identity)" in text
     assert "  role gpucluster-prod-job-identity-role: every pod in training (service account training/default)" in text
-    assert (f"  s3:GetObject, s3:PutObject, s3:DeleteObject, s3:AbortMultipartUpload, s3:ListMultipartUploadParts "
-            f"on arn:aws:s3:::{bucket}/*") in text
+    assert (f"  s3:GetObject, s3:PutObject, s3:DeleteObject, s3:AbortMultipartUpload, s3:ListMultipartUploadParts, "
+            f"s3:GetObjectTagging, s3:PutObjectTagging on arn:aws:s3:::{bucket}/*") in text
     assert f"  and {', '.join(EXTRA)}" in text
     assert "169.254.170.23:80" in text
 
@@ -105,3 +105,13 @@ def test_bad_policy_lists_are_refused_naming_the_key(value, expected):
 def test_partitions_other_than_aws_are_policy_arns_too():
     cfg = stack_config("dev", {"gpucluster:jobPolicyArns": ["arn:aws-us-gov:iam::aws:policy/ReadOnlyAccess"]})
     assert cfg.job_policy_arns == ("arn:aws-us-gov:iam::aws:policy/ReadOnlyAccess",)
+
+
+def test_mpirun_passes_the_credentials_on_to_every_rank():
+    """Ranks start over ssh, without the pod's environment: mpirun exports the Pod Identity variables by name."""
+    from components.core.kube import launcher
+
+    command = launcher.mpirun_command(2, 8, {}, ["python", "train.py"])
+    exported = [command[i + 1] for i, arg in enumerate(command) if arg == "-x"]
+    assert exported == ["PATH", "LD_LIBRARY_PATH", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+                        "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", "AWS_REGION", "AWS_DEFAULT_REGION"]

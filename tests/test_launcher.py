@@ -239,6 +239,8 @@ def test_mpirun_command_line_exact():
     assert launcher_command(m) == [
         "/opt/amazon/openmpi/bin/mpirun", "--allow-run-as-root", "--tag-output", "-np", "16", "-N", "8",
         "--bind-to", "none", "-x", "PATH", "-x", "LD_LIBRARY_PATH",
+        "-x", "AWS_CONTAINER_CREDENTIALS_FULL_URI", "-x", "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
+        "-x", "AWS_REGION", "-x", "AWS_DEFAULT_REGION",
         # torch.distributed's env:// rendezvous: rank 0 on worker 0, by its name in the job's Service.
         "-x", "MASTER_ADDR=mpi-h100-worker-0.mpi-h100.training.svc", "-x", "MASTER_PORT=29500",
         "-x", "FI_PROVIDER=efa", "-x", "FI_EFA_FORK_SAFE=1", "-x", "NCCL_DEBUG=INFO",

@@ -63,11 +63,13 @@ def test_one_chief_psreplicas_parameter_servers_and_nodes_workers(jobset):
     counts = {r["name"]: (r["replicas"], r["template"]["spec"]["parallelism"], r["template"]["spec"]["completions"],
                           r["template"]["spec"]["completionMode"]) for r in jobset["spec"]["replicatedJobs"]}
     assert counts == {"chief": (1, 1, 1, "Indexed"), "ps": (1, 2, 2, "Indexed"), "worker": (1, 2, 2, "Indexed")}
-    # Parameter servers and workers together (their nodes scale up in parallel); the chief once the servers listen.
+    # Parameter servers and workers together (their nodes scale up in parallel); the chief once all of them listen.
     assert [(r["name"], r.get("dependsOn")) for r in jobset["spec"]["replicatedJobs"]] == [
-        ("ps", None), ("worker", None), ("chief", [{"name": "ps", "status": "Ready"}])]
-    assert pod_spec(jobset, "ps")["containers"][0]["readinessProbe"] == {"tcpSocket": {"port": 12345},
-                                                                         "periodSeconds": 5}
+        ("ps", None), ("worker", None),
+        ("chief", [{"name": "ps", "status": "Ready"}, {"name": "worker", "status": "Ready"}])]
+    for role in ("ps", "worker"):
+        assert pod_spec(jobset, role)["containers"][0]["readinessProbe"] == {"tcpSocket": {"port": 12345},
+                                                                             "periodSeconds": 5}
     # Succeeds when the chief does (ps and workers serve forever); any failure restarts the gang.
     assert jobset["spec"]["successPolicy"] == {"operator": "All", "targetReplicatedJobs": ["chief"]}
     assert jobset["spec"]["failurePolicy"] == {"maxRestarts": 2, "restartStrategy": "Recreate"}
@@ -234,8 +236,12 @@ def test_bad_parameter_server_config_is_reported_all_at_once():
     cpu_pools = [CPU_POOL, {"name": "a100", "instanceType": "m7i.8xlarge", "maxNodes": 1},
                  {"name": "gpu-type", "instanceType": "p5.48xlarge", "maxNodes": 1}]
     assert problems({**OVERRIDES, "gpucluster:cpuPools": cpu_pools, "gpucluster:jobs": jobs}) == [
-        "gpucluster:cpuPools[2].instanceType: got 'p5.48xlarge'; allowed CPU types: m7i.large, m7i.xlarge, "
-        "m7i.2xlarge, m7i.4xlarge, m7i.8xlarge, m7i.16xlarge, r7i.2xlarge, r7i.4xlarge, r7i.8xlarge, r7i.16xlarge",
+        "gpucluster:cpuPools[2].instanceType: got 'p5.48xlarge'; allowed CPU types: m7i (large, xlarge, 2xlarge, "
+        "4xlarge, 8xlarge, 16xlarge), r7i (2xlarge, 4xlarge, 8xlarge, 16xlarge), c7i (2xlarge, 4xlarge, 8xlarge, "
+        "12xlarge, 16xlarge, 24xlarge), c6i (2xlarge, 4xlarge, 8xlarge, 12xlarge, 16xlarge, 24xlarge), m6i (2xlarge, "
+        "4xlarge, 8xlarge, 12xlarge, 16xlarge, 24xlarge), r6i (2xlarge, 4xlarge, 8xlarge, 12xlarge, 16xlarge, "
+        "24xlarge), m7a (2xlarge, 4xlarge, 8xlarge, 12xlarge, 16xlarge, 24xlarge), c7a (2xlarge, 4xlarge, 8xlarge, "
+        "12xlarge, 16xlarge, 24xlarge)",
         "gpucluster:jobs[0].psPool: is required with launcher ps: the cpuPools entry the parameter servers run on",
         "gpucluster:jobs[3].psPort: got 2222; must be an integer from 12345 to 12355",
         "gpucluster:jobs[4].framework: applies to launcher mpirun (Horovod and TensorFlow run under mpirun)",
@@ -354,8 +360,11 @@ def test_size_cli_reports_the_parameter_servers(capsys):
     assert size_cli.main(["--params", "1B", "--gpus", "8", "--ps-replicas", "0", "--ps-instance-type", "p5.48xlarge"]) == 2
     assert capsys.readouterr().err.splitlines() == [
         "size: error: --ps-replicas: got 0; must be at least 1",
-        "size: error: --ps-instance-type: got 'p5.48xlarge'; allowed: m7i.large, m7i.xlarge, m7i.2xlarge, "
-        "m7i.4xlarge, m7i.8xlarge, m7i.16xlarge, r7i.2xlarge, r7i.4xlarge, r7i.8xlarge, r7i.16xlarge",
+        "size: error: --ps-instance-type: got 'p5.48xlarge'; allowed: m7i (large, xlarge, 2xlarge, 4xlarge, 8xlarge, "
+        "16xlarge), r7i (2xlarge, 4xlarge, 8xlarge, 16xlarge), c7i (2xlarge, 4xlarge, 8xlarge, 12xlarge, 16xlarge, "
+        "24xlarge), c6i (2xlarge, 4xlarge, 8xlarge, 12xlarge, 16xlarge, 24xlarge), m6i (2xlarge, 4xlarge, 8xlarge, "
+        "12xlarge, 16xlarge, 24xlarge), r6i (2xlarge, 4xlarge, 8xlarge, 12xlarge, 16xlarge, 24xlarge), m7a (2xlarge, "
+        "4xlarge, 8xlarge, 12xlarge, 16xlarge, 24xlarge), c7a (2xlarge, 4xlarge, 8xlarge, 12xlarge, 16xlarge, 24xlarge)",
         "size: error: --ps-replicas needs the workers: --instance-type with --nodes (one worker per node)",
     ]
 

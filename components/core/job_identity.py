@@ -34,12 +34,20 @@ AGENT_IPV4 = "169.254.170.23"
 AGENT_IPV6 = "fd00:ec2::23"
 AGENT_PORT = 80
 
+# What the Pod Identity webhook sets in every container of such a pod (aws/amazon-eks-pod-identity-webhook,
+# pkg/handler/handler.go addEnvToContainer): the SDKs' container credential provider reads the first two.
+# Processes started over ssh (mpirun's ranks) do not inherit them: mpirun passes them on (launcher.py).
+POD_IDENTITY_ENV = ("AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
+                    "AWS_REGION", "AWS_DEFAULT_REGION")
+
 # S3 User Guide, "Policy examples" (read-write access to a bucket's objects) and "Multipart upload API
 # and permissions": a checkpoint of a few GB is a multipart upload, which needs its own actions to list
-# and abort parts; GetBucketLocation lets SDKs find the bucket's region.
+# and abort parts; GetBucketLocation lets SDKs find the bucket's region. The tagging actions: the AWS CLI's
+# S3-to-S3 copies carry tags over (`aws s3 cp/sync`, --copy-props default). No version actions: a job can
+# neither read nor erase a checkpoint's history, which the bucket's versioning keeps.
 BUCKET_ACTIONS = ("s3:ListBucket", "s3:GetBucketLocation", "s3:ListBucketMultipartUploads")
 OBJECT_ACTIONS = ("s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload",
-                  "s3:ListMultipartUploadParts")
+                  "s3:ListMultipartUploadParts", "s3:GetObjectTagging", "s3:PutObjectTagging")
 
 
 def bucket_policy(bucket_arn: str) -> str:

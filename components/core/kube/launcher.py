@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from components.core import images
+from components.core import images, job_identity
 from components.core import versions as v
 from components.core.config import (
     CpuPoolConfig,
@@ -98,10 +98,14 @@ def mpirun_command(nodes: int, gpus: int, env: dict[str, str], program: list[str
     no --mca transport settings (AWS's EFA team found them unnecessary);
     -x PATH -x LD_LIBRARY_PATH because processes started over ssh do not get
     the image's environment; -N with no second mapping directive, which Open
-    MPI rejects next to it.
+    MPI rejects next to it. For the same reason the jobs' AWS credentials
+    (job_identity.POD_IDENTITY_ENV, which EKS puts in each pod) are passed on
+    by name: each worker pod has the same values, its own token at that path.
     """
     cmd = [MPIRUN, "--allow-run-as-root", "--tag-output", "-np", str(nodes * gpus), "-N", str(gpus),
            "--bind-to", "none", "-x", "PATH", "-x", "LD_LIBRARY_PATH"]
+    for key in job_identity.POD_IDENTITY_ENV:
+        cmd += ["-x", key]
     for key, value in env.items():
         # A secret goes by name: mpirun exports the launcher's own value (from the job's Secret).
         cmd += ["-x", key if key in secret else f"{key}={value}"]

@@ -49,9 +49,11 @@ them is denied what none allows. In the training namespace:
   (components/core/job_identity.py). The agent runs on the node's host
   network, so it is an address to the policy, not a pod.
 
-A brand-new pod's first flows may be dropped for a few seconds while the
-agent reconciles its policies (aws-network-policy-agent #345: a reply to a
-flow that left before the policies applied is denied; #487), so each first
+A brand-new pod's first flows may be dropped while the agents reconcile it:
+a reply to a flow that left before its own policies applied (aws-network-
+policy-agent #345, fixed in agent v1.2.0), and, still open, a peer's ingress
+rules that do not know the new pod's address yet, for seconds to minutes
+(#487: about three minutes in its report). So each first
 contact our pods make retries for a bounded time: the MPIJob launcher's
 ssh to every worker (ssh_first_contact), the parameter-server chief's
 connection to every task (tcp_first_contact, in an init container that
@@ -160,19 +162,26 @@ def scrape_only(name: str, namespace: str, pods: dict[str, str], port: int,
 
 # -- first contacts -------------------------------------------------------------------------------
 
-# How long a new pod's first contact may take before the pod fails: the agent applies policies to a
-# new pod in 1-2 s (aws-network-policy-agent #345); ssh to a worker that is Ready (the MPI Operator
-# starts the launcher once every worker is) needs no more.
-FIRST_CONTACT_SECONDS = 120
+# How long a new pod's first contact may take before the pod fails: past the minutes a peer's policies
+# may take to admit a new pod (aws-network-policy-agent #487), short of hiding a real fault for long.
+# The peers are up by then: the MPI Operator starts the launcher once every worker is Ready, JobSet
+# the ps chief once every parameter server and worker is.
+FIRST_CONTACT_SECONDS = 300
 RETRY_SECONDS = 2
-# The MPI Operator's hostfile for Open MPI (mpi-operator v0.8.2, OMPI_MCA_orte_default_hostfile).
+# The MPI Operator's hostfile for Open MPI (mpi-operator v0.8.2, OMPI_MCA_orte_default_hostfile):
+# `<host> slots=<n>` lines (Intel MPI's and MPICH's are `<host>:<n>`: the host is cut at either).
 MPI_HOSTFILE = "/etc/mpi/hostfile"
+# Where a DENY of the policy agent shows, on the node (EKS User Guide, "Troubleshoot network policies").
+AGENT_LOG = "/var/log/aws-routed-eni/network-policy-agent.log"
 
-_SSH_FIRST_CONTACT = """end=$(( $(date +%s) + {seconds} ))
-for host in $(cut -d' ' -f1 "${{OMPI_MCA_orte_default_hostfile:-{hostfile}}}"); do
+# PID 1 gets no default signal handling: without the trap a delete would wait out the grace period.
+_SSH_FIRST_CONTACT = """trap 'exit 143' TERM INT
+end=$(( $(date +%s) + {seconds} ))
+for host in $(cut -d' ' -f1 "${{OMPI_MCA_orte_default_hostfile:-{hostfile}}}" | cut -d: -f1); do
   until ssh -o BatchMode=yes -o ConnectTimeout=5 "$host" true; do
     if [ "$(date +%s)" -ge "$end" ]; then
-      echo "gpucluster: $host did not answer ssh within {seconds} s (its sshd, or a NetworkPolicy)" >&2; exit 1
+      echo "gpucluster: $host did not answer ssh within {seconds} s (its sshd, or a NetworkPolicy: DENY lines in \
+{agent_log} on its node)" >&2; exit 1
     fi
     sleep {retry}
   done
@@ -180,12 +189,14 @@ done
 exec "$@"
 """
 
-_TCP_FIRST_CONTACT = """end=$(( $(date +%s) + {seconds} ))
+_TCP_FIRST_CONTACT = """trap 'exit 143' TERM INT
+end=$(( $(date +%s) + {seconds} ))
 for address in {addresses}; do
   host=${{address%:*}} port=${{address##*:}}
   until timeout 5 bash -c "</dev/tcp/$host/$port" 2>/dev/null; do
     if [ "$(date +%s)" -ge "$end" ]; then
-      echo "gpucluster: $address did not accept a connection within {seconds} s" >&2; exit 1
+      echo "gpucluster: $address did not accept a connection within {seconds} s (its server, or a NetworkPolicy: \
+DENY lines in {agent_log} on its node)" >&2; exit 1
     fi
     sleep {retry}
   done
@@ -197,12 +208,13 @@ def ssh_first_contact(command: list[str], seconds: int = FIRST_CONTACT_SECONDS) 
 
     The program is exec'd with its arguments as they were, so it stays the container's PID 1 (SIGTERM
     reaches mpirun, and through it the ranks)."""
-    script = _SSH_FIRST_CONTACT.format(seconds=seconds, hostfile=MPI_HOSTFILE, retry=RETRY_SECONDS)
+    script = _SSH_FIRST_CONTACT.format(seconds=seconds, hostfile=MPI_HOSTFILE, retry=RETRY_SECONDS,
+                                       agent_log=AGENT_LOG)
     return ["/bin/sh", "-c", script, "gpucluster-first-contact", *command]
 
 
 def tcp_first_contact(addresses: list[str], seconds: int = FIRST_CONTACT_SECONDS) -> list[str]:
     """A bash command that waits until every host:port accepts a TCP connection, for up to `seconds`."""
-    script = _TCP_FIRST_CONTACT.format(seconds=seconds, retry=RETRY_SECONDS,
+    script = _TCP_FIRST_CONTACT.format(seconds=seconds, retry=RETRY_SECONDS, agent_log=AGENT_LOG,
                                        addresses=" ".join(shlex.quote(a) for a in addresses))
     return ["/bin/bash", "-c", script]

@@ -7,8 +7,8 @@ the variables, and `worker`s that compute; ps and workers only serve
 (`server.join()`) and never exit, so the JobSet succeeds when the chief
 does (successPolicy targetReplicatedJobs [chief]). Parameter servers and
 workers start together (their nodes scale up in parallel); the chief is
-created once every parameter server is ready (dependsOn ps Ready). Every task runs the
-job's command and reads TF_CONFIG:
+created once every parameter server and worker is ready (dependsOn ps and
+worker Ready). Every task runs the job's command and reads TF_CONFIG:
 
     {"cluster": {"chief": [...], "ps": [...], "worker": [...]},
      "task": {"type": "ps", "index": 1}}
@@ -69,7 +69,7 @@ def _env(job: JobConfig, namespace: str, role: str, base: dict[str, str],
 
 
 def _replicated_job(role: str, count: int, pod_spec: dict[str, Any], labels: dict[str, str],
-                    deadline: int | None, after_ps: bool = False) -> dict[str, Any]:
+                    deadline: int | None, after: tuple[str, ...] = ()) -> dict[str, Any]:
     spec: dict[str, Any] = {"parallelism": count, "completions": count, "completionMode": "Indexed",
                             "backoffLimit": 0,
                             "template": {"metadata": {"labels": labels,
@@ -78,11 +78,12 @@ def _replicated_job(role: str, count: int, pod_spec: dict[str, Any], labels: dic
     if deadline is not None:
         spec["activeDeadlineSeconds"] = deadline
     out: dict[str, Any] = {"name": role, "replicas": 1, "template": {"spec": spec}}
-    if after_ps:
-        # Created once every parameter server listens (its readiness probe): the chief does not start
-        # its training loop against a server that is not up yet. Workers only serve (server.join()),
-        # so they start with the parameter servers: their nodes scale up in parallel, not after.
-        out["dependsOn"] = [{"name": "ps", "status": "Ready"}]
+    if after:
+        # Created once every parameter server and worker listens (their readiness probes): the chief does
+        # not start its training loop against a server that is not up yet, nor wait out its first-contact
+        # bound while GPU nodes still boot. Workers only serve (server.join()), so they start with the
+        # parameter servers: their nodes scale up in parallel, not after.
+        out["dependsOn"] = [{"name": name, "status": "Ready"} for name in after]
     return out
 
 
@@ -119,7 +120,8 @@ def jobset(job: JobConfig, pool: GpuPoolConfig, ps_pool: CpuPoolConfig, namespac
           **({"volumes": volumes} if volumes else {}), **extra}
     gpu_container = workers.worker_container("worker", job.image, pool, workers.gpus_per_node(job, pool), mount)
     gpu_container.update({"command": list(job.command), "env": _env(job, namespace, "worker", env, secret),
-                          "ports": [{"name": "grpc", "containerPort": job.ps_port}]})
+                          "ports": [{"name": "grpc", "containerPort": job.ps_port}],
+                          "readinessProbe": {"tcpSocket": {"port": job.ps_port}, "periodSeconds": 5}})
     worker = workers.worker_pod_spec(pool, gpu_container, claim_name, grace)
     if job.scripts:
         for pod in (chief, ps, worker):
@@ -142,7 +144,7 @@ def jobset(job: JobConfig, pool: GpuPoolConfig, ps_pool: CpuPoolConfig, namespac
             "replicatedJobs": [
                 _replicated_job("ps", job.ps_replicas, ps, by_role["ps"], deadline),
                 _replicated_job("worker", job.nodes, worker, by_role["worker"], deadline),
-                _replicated_job("chief", 1, chief, by_role["chief"], deadline, after_ps=True),
+                _replicated_job("chief", 1, chief, by_role["chief"], deadline, after=("ps", "worker")),
             ],
         },
     }
