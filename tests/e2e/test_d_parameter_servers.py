@@ -56,8 +56,14 @@ def test_parameter_servers_start_before_the_chief_and_tf_config_names_real_pods(
     chief = local.wait(lambda: [x for x in local.pods(NAMESPACE, selector)
                                 if x["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"] == "chief"],
                        "the chief", timeout=120)
-    ready = max(c["lastTransitionTime"] for p in ps for c in p["status"]["conditions"] if c["type"] == "Ready")
-    assert chief[0]["metadata"]["creationTimestamp"] >= ready  # created once every ps is ready
+    gang = [x for x in local.pods(NAMESPACE, selector)
+            if x["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"] in ("ps", "worker")]
+    assert len(gang) == 4
+    ready = max(c["lastTransitionTime"] for p in gang for c in p["status"]["conditions"] if c["type"] == "Ready")
+    assert chief[0]["metadata"]["creationTimestamp"] >= ready  # created once every ps and worker is ready
+    # Its first contact, in an init container of the chief's own pod network, names every ps and worker.
+    (init,) = chief[0]["spec"]["initContainers"]
+    assert init["name"] == "first-contact" and "tf-ps-worker-0-1.tf-ps.training.svc:12345" in init["command"][2]
     labels = {n["metadata"]["name"]: n["metadata"]["labels"] for n in local.get("nodes")["items"]}
     assert {labels[p["spec"]["nodeName"]]["gpucluster.io/pool"] for p in ps} == {"ps"}
 
