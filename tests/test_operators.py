@@ -104,13 +104,13 @@ def test_runtimes_needed_once_per_pool_restart_budget_mount_and_grace_period():
     assert [(p.name, r, m, g) for p, r, m, g in needed] == [("h100", 3, "/fsx", None), ("h100", 9, "/fsx", None), ("h100", 3, "/fsx", 120)]
 
 
-def build(cfg=None):
+def build(cfg=None, image_cache=None):
     cfg = cfg or stack_config("prod")
 
     def run():
         provider = k8s_sdk.Provider("k8s", kubeconfig="{}")
         operators.Operators("ops", operators.OperatorsArgs(provider=provider, pools=cfg.gpu_pools, jobs=cfg.jobs,
-                                                           claim_name="fsx"))
+                                                           claim_name="fsx", image_cache=image_cache))
     return run
 
 
@@ -139,6 +139,19 @@ def test_trainer_release_and_runtimes_in_order(run_mocked):
     assert rec.depends_on(runtime, release)  # its webhook must be up to admit it
 
 
+def runtime_images(rec) -> list[str]:
+    (runtime,) = rec.of_type(RUNTIME_TYPE)
+    (job,) = runtime.inputs["spec"]["template"]["spec"]["replicatedJobs"]
+    return [c["image"] for c in job["template"]["spec"]["template"]["spec"]["containers"]]
+
+
+def test_the_runtimes_default_image_goes_through_the_cache_when_there_is_one(run_mocked):
+    base = "000000000000.dkr.ecr.us-east-1.amazonaws.com/gpucluster-prod"
+    assert runtime_images(run_mocked(build(image_cache=base), "prod")) == [
+        f"{base}/deep-learning-containers/pytorch:2.13.0-cu133-amzn2023"]
+    assert runtime_images(run_mocked(build(), "prod")) == [v.DLC_PYTORCH_IMAGE]  # imageCache: false
+
+
 def test_deployment_waits_for_crd_rbac_and_namespace(run_mocked):
     rec = run_mocked(build(), "prod")
     mpi = rec.named("ops-mpi-deployment-mpi-operator")
@@ -146,3 +159,19 @@ def test_deployment_waits_for_crd_rbac_and_namespace(run_mocked):
     assert rec.depends_on(mpi, rec.named("ops-mpi-clusterrolebinding-mpi-operator"))
     assert rec.depends_on(mpi, rec.named("ops-mpi-ns-mpi-operator"))
     assert mpi.inputs["spec"]["template"]["spec"]["nodeSelector"] == SYSTEM_NODE_LABEL
+
+
+def test_the_stack_and_submit_give_the_runtime_the_cache_s_image(run_stack):
+    """Wired end to end: the program's runtime and the one `bootstrap submit` applies agree, through the cache."""
+    from bootstrap.jobs import render
+    from tests.conftest import prod_started
+
+    rec = run_stack("prod", prod_started())
+    base = rec.stack_outputs["imageCache"]
+    expected = [f"{base}/deep-learning-containers/pytorch:2.13.0-cu133-amzn2023"]
+    assert runtime_images(rec) == expected
+    cfg = stack_config("prod")
+    index = next(i for i, job in enumerate(cfg.jobs) if job.launcher == "torchrun")
+    submitted = render.build(cfg, index, from_file=False, image_cache=base).runtime
+    (job,) = submitted["spec"]["template"]["spec"]["replicatedJobs"]
+    assert [c["image"] for c in job["template"]["spec"]["template"]["spec"]["containers"]] == expected

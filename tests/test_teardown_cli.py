@@ -11,10 +11,13 @@ import argparse
 import json
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 
+import boto3
 import pytest
+from moto import mock_aws
 
 from bootstrap import stackfile
 from bootstrap.deployed import automation, pausing, teardown
@@ -56,11 +59,27 @@ def dev_state() -> list[dict]:
     return state_of("dev")
 
 
+@pytest.fixture(autouse=True)
+def ecr(monkeypatch):
+    """The account's ECR, emulated: what the destroy sweeps once no node is left."""
+    for key, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
+                       ("AWS_DEFAULT_REGION", "us-east-1")):
+        monkeypatch.setenv(key, value)
+    with mock_aws():
+        yield boto3.client("ecr", region_name="us-east-1")
+
+
+def repositories(ecr) -> list[str]:
+    return sorted(r["repositoryName"] for r in ecr.describe_repositories()["repositories"])
+
+
 class FakeStack:
-    def __init__(self, resources: list[dict], fail: Exception | None = None):
+    def __init__(self, resources: list[dict], fail: Exception | None = None,
+                 during_destroy: Callable[[], None] | None = None):
         self.name = "fake"
         self.resources = resources
         self.fail = fail
+        self.during_destroy = during_destroy  # what happens in the account while Pulumi deletes
         self.calls: list[tuple[str, dict, dict]] = []
 
     def export_stack(self):
@@ -70,6 +89,8 @@ class FakeStack:
         env = {k: os.environ[k] for k in (bucket_guard.CONFIRM_ENV, SKIP_EXPORT_ENV, DESTROYING_ENV)
                if k in os.environ}
         self.calls.append((verb, {k: v for k, v in kwargs.items() if k != "on_output"}, env))
+        if verb == "destroy" and self.during_destroy is not None:
+            self.during_destroy()
         if self.fail and verb in ("destroy", "up"):
             raise self.fail
 
@@ -88,11 +109,15 @@ def destroy_args(stack: str, *flags: str) -> argparse.Namespace:
                               skip_export="--skip-export" in flags)
 
 
-def run_destroy(tmp_path, stack, state, *flags, holds=False, ask=None, fake=None):
+def moto_ecr(cfg):
+    return boto3.client("ecr", region_name=cfg.region)
+
+
+def run_destroy(tmp_path, stack, state, *flags, holds=False, ask=None, fake=None, ecr_of=moto_ecr):
     fake = fake or FakeStack(state)
     lines: list[str] = []
     code = teardown.run(destroy_args(stack, *flags), select=lambda name: fake, holds_objects=lambda cfg, b: holds,
-                       ask=ask, out=lines.append, project_dir=project(tmp_path, stack))
+                       ask=ask, out=lines.append, project_dir=project(tmp_path, stack), ecr_of=ecr_of)
     return code, "\n".join(lines), fake
 
 

@@ -11,6 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from components.core import images
 from components.core.config import NAMESPACE, StackConfig
 
 BUCKET = "aws:s3/bucket:Bucket"
@@ -21,6 +22,7 @@ CLUSTER = "aws:eks/cluster:Cluster"
 KMS_KEY = "aws:kms/key:Key"
 LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
 VPC = "aws:ec2/vpc:Vpc"
+CACHE_RULE = "aws:ecr/pullThroughCacheRule:PullThroughCacheRule"
 
 
 @dataclass
@@ -33,6 +35,7 @@ class DestroyReport:
     kept_bucket: str | None = None  # the bucket a next stack can adopt
     bucket_to_delete: str | None = None  # a bucket the destroy deletes, with whatever it holds
     exports: list[str] = field(default_factory=list)  # s3 links exported before deletion
+    cache_prefixes: list[str] = field(default_factory=list)  # ECR prefixes swept again after the destroy
 
     def adopt_line(self) -> str | None:
         """The exact command that makes the next `pulumi up` of this stack link the kept bucket."""
@@ -73,6 +76,7 @@ def build(resources: list[dict[str, Any]], cfg: StackConfig) -> DestroyReport:
         report.steps.append(f"node groups {', '.join(groups)}: every node terminates")
         report.deleted.append(f"{len(groups)} node groups and their instances")
 
+    _image_cache(report, resources, cfg)
     _storage(report, owned, cfg)
 
     clusters = [_out(r, "name") or r.get("id") for r in _of(owned, CLUSTER)]
@@ -133,3 +137,23 @@ def _storage(report: DestroyReport, owned: list[dict[str, Any]], cfg: StackConfi
             report.bucket_to_delete = name
             report.deleted.append(f"s3://{name} with every object and version (retainOnDestroy: false; only with "
                                   "--delete-bucket-data when it holds any)")
+
+
+def cache_prefixes(resources: list[dict[str, Any]], cfg: StackConfig) -> list[str]:
+    """The ECR prefixes the stack's pull-through cache rules use: each rule's in the state (a replaced one
+    pending deletion included), and, with the cache on, the cluster's own (a destroy resumed after the rule
+    went; components.core.images.cache_prefix, unique per exact cluster name)."""
+    found = [_out(r, "ecrRepositoryPrefix") or (r.get("inputs") or {}).get("ecrRepositoryPrefix") or r.get("id")
+             for r in resources if r.get("type") == CACHE_RULE and not r.get("external")]
+    if cfg.image_cache:
+        found.append(images.cache_prefix(cfg.cluster_name))
+    return list(dict.fromkeys(p for p in found if p))
+
+
+def _image_cache(report: DestroyReport, resources: list[dict[str, Any]], cfg: StackConfig) -> None:
+    report.cache_prefixes = cache_prefixes(resources, cfg)
+    for prefix in report.cache_prefixes:
+        report.steps.append(f"ECR pull-through cache {prefix}: the repositories cached under {prefix}/ are deleted, "
+                            "then its rule; a node may pull meanwhile, so once the destroy has ended and no node is "
+                            "left they are deleted again")
+        report.deleted.append(f"every repository cached under {prefix}/ (copies of public ECR images)")

@@ -1,4 +1,10 @@
-"""The destroy of a deployed stack: report, guard the bucket's data, confirm, destroy with the hooks, say what was kept."""
+"""The destroy of a deployed stack: report, guard the bucket's data, confirm, destroy with the hooks, say what was kept.
+
+Once the destroy has ended, no node of the cluster is left, and nothing can pull through the image cache any
+more: the repositories under its prefixes are deleted again. The rule's delete hook deleted them already, but
+Pulumi deletes the rule in parallel with the node groups (they do not depend on it, and `submit`ted jobs are
+not in the stack at all), and a pull before the rule was gone re-creates a repository, which would bill on.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +12,13 @@ import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from bootstrap import stackfile
 from bootstrap.deployed import automation, destroy_report
 from components.aws.lookups import DESTROYING_ENV
 from components.core import config
-from components.hooks import SKIP_EXPORT_ENV, bucket_guard
+from components.hooks import SKIP_EXPORT_ENV, bucket_guard, image_cache
 
 
 def bucket_holds_objects(cfg: config.StackConfig, bucket: str) -> bool | None:
@@ -27,10 +34,38 @@ def bucket_holds_objects(cfg: config.StackConfig, bucket: str) -> bool | None:
         return None
 
 
+def ecr_client(cfg: config.StackConfig) -> Any:
+    """ECR in the stack's region, as the stack's identity (the hooks' own)."""
+    from components.hooks.session import aws_session
+
+    return aws_session(cfg.region, cfg.aws_profile, cfg.aws_role_arn).client("ecr")
+
+
+def sweep_image_cache(cfg: config.StackConfig, prefixes: list[str], ecr_of: Callable[[config.StackConfig], Any],
+                      out: Callable[[str], None]) -> bool:
+    """Delete what is cached under `prefixes` now that no node is left; False (and how to do it) when it cannot."""
+    import botocore.exceptions
+
+    swept = True
+    for prefix in prefixes:
+        try:
+            image_cache.delete_cached_images(ecr_of(cfg), prefix, log=out)
+        except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as err:
+            swept = False
+            print(f"\ngpucluster: the stack is destroyed, but the repositories cached under {prefix}/ could not be "
+                  f"deleted ({err}); they bill for storage until you delete them:\n"
+                  f"  for r in $(aws ecr describe-repositories --region {cfg.region} --query "
+                  f"\"repositories[?starts_with(repositoryName, '{prefix}/')].repositoryName\" --output text); "
+                  f"do aws ecr delete-repository --region {cfg.region} --force --repository-name \"$r\"; done",
+                  file=sys.stderr)
+    return swept
+
+
 def run(args: argparse.Namespace, select: Callable[[str], automation.DeployedStack] = automation.select,
         holds_objects: Callable[[config.StackConfig, str], bool | None] = bucket_holds_objects,
         ask: Callable[[str], str] | None = None, out: Callable[[str], None] = print,
-        project_dir: Path = stackfile.PROJECT_DIR) -> int:
+        project_dir: Path = stackfile.PROJECT_DIR,
+        ecr_of: Callable[[config.StackConfig], Any] = ecr_client) -> int:
     try:
         cfg, _, _ = stackfile.load_stack(args.stack, project_dir)
     except (stackfile.StackFileError, config.ConfigError) as err:
@@ -81,10 +116,11 @@ def run(args: argparse.Namespace, select: Callable[[str], automation.DeployedSta
               "S3 link. Fix the cause above and run this again; it resumes where it stopped.", file=sys.stderr)
         return 1
     out(f"\nStack {args.stack} destroyed.")
+    swept = sweep_image_cache(cfg, report.cache_prefixes, ecr_of, out)
     if report.kept:
         out("Kept:\n" + "\n".join(f"  - {k}" for k in report.kept))
     if line := report.adopt_line():
         out(f"\nTo use s3://{report.kept_bucket} again (its datasets and checkpoints) in the next `pulumi up`:\n"
             f"  {line}\nor in Pulumi.{args.stack}.yaml under config:\n"
             f"  {config.NAMESPACE}:storage:\n    bucketName: {report.kept_bucket}")
-    return 0
+    return 0 if swept else 1

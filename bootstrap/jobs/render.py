@@ -69,7 +69,7 @@ def build(cfg: StackConfig, index: int, from_file: bool, image_cache: str | None
     runtime = None
     if job.launcher == "torchrun":
         runtime = _mark(trainer.runtime(pool, job.max_restarts, CLAIM_NAME, job.mount_path,
-                                        job.termination_grace_period_seconds))
+                                        job.termination_grace_period_seconds, image_cache))
     config_map = None
     if from_file and job.scripts:
         config_map = _mark({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {

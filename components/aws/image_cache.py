@@ -8,6 +8,15 @@ Guide, "IAM permissions required to sync an upstream registry"), and a
 ConfigMap in the training namespace that tells `bootstrap submit` and
 `bootstrap validate` where cached images are. Deleting the rule first
 deletes the repositories it created (components.hooks.image_cache).
+
+On the way out the node role loses its right to create a cached repository
+before that hook runs (the policy depends on the rule), so a node's pull in
+between cannot re-create one: ECR needs ecr:CreateRepository from the puller
+when the repository does not exist (ECR User Guide, "IAM permissions
+required to sync an upstream registry"). IAM is eventually consistent, and
+nodes and `submit`ted jobs do not depend on this component, so they can still
+be running then: `bootstrap destroy` sweeps the prefix again once the
+destroy has ended and no node is left (bootstrap.deployed.teardown).
 """
 
 from __future__ import annotations
@@ -76,8 +85,10 @@ class ImageCache(pulumi.ComponentResource):
             f"{name}-rule", ecr_repository_prefix=self.prefix, upstream_registry_url=images.PUBLIC_ECR,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[template],
                                         hooks=StackHooks.before_delete(args.hooks.delete_cached_images)))
+        # After the rule on create; so deleted before it, and its hook, on the way out.
         aws.iam.RolePolicy(f"{name}-node-pull", role=args.node_role_name, policy=json.dumps(
-            node_pull_policy(args.partition, args.region, args.account_id, self.prefix)), opts=child)
+            node_pull_policy(args.partition, args.region, args.account_id, self.prefix)),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[rule]))
         k8s.core.v1.ConfigMap(
             f"{name}-config", metadata={"name": CONFIG_MAP_NAME, "namespace": args.namespace,
                                         "labels": {"app.kubernetes.io/part-of": "gpucluster"}},

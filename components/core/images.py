@@ -19,10 +19,20 @@ import hashlib
 import re
 
 PUBLIC_ECR = "public.ecr.aws"
-# CreatePullThroughCacheRule ecrRepositoryPrefix: 2-30 characters of
-# (?:[a-z0-9]+(?:[._-][a-z0-9]+)*/)*[a-z0-9]+(?:[._-][a-z0-9]+)* (ECR API Reference).
+# CreatePullThroughCacheRule ecrRepositoryPrefix (ECR API Reference; botocore's ecr model, shape
+# PullThroughCacheRuleRepositoryPrefix): 2-30 characters of
+# ([a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*(\/[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*)*\/?|ROOT). terraform-provider-aws
+# (internal/service/ecr/pull_through_cache_rule.go) checks the stricter one below: one of . _ - between
+# runs. ECR reads the prefix as `<prefix>/` (the same reference), so `gpu-a` never covers `gpu-a-2/...`.
 PREFIX_MAX = 30
 PREFIX_PATTERN = r"(?:[a-z0-9]+(?:[._-][a-z0-9]+)*/)*[a-z0-9]+(?:[._-][a-z0-9]+)*"
+# A cluster name kept as its own prefix: lowercase letters and digits in runs joined by single hyphens.
+# EKS names are case-sensitive and take `_` (CreateCluster name: [0-9A-Za-z][A-Za-z0-9-_]*, 1-100), so
+# every other name gets a hash of its exact spelling, after a hyphen; a kept name never ends the way a
+# hashed one does (`-` and 8 hex digits), so no name is kept as another name's hashed prefix.
+_KEPT = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+_HASHED = re.compile(r".*-[0-9a-f]{8}")
+HASH_CHARS = 8
 
 # The training namespace's ConfigMap that says where cached images are (components.aws.image_cache
 # writes it; `bootstrap submit` and `bootstrap validate` read it): data[CONFIG_MAP_KEY] = cache_base().
@@ -43,14 +53,18 @@ NOT_CACHED = {
 
 
 def cache_prefix(cluster_name: str) -> str:
-    """The rule's repository prefix, one per cluster: its name as ECR allows it, cut with a hash past 30."""
+    """The rule's repository prefix: one per exact cluster name, readable, valid for ECR, deterministic.
+
+    A name that is already a lowercase, single-hyphen ECR prefix of 2-30 characters is kept as it is
+    (`gpucluster-dev`); any other is its lowercase slug, cut to fit, plus `-` and the first 8 hex digits of
+    the SHA-256 of the exact name: `GPU_A` -> `gpu-a-<hash>`, so it differs from `gpu-a` and `gpu_a`.
+    Names past 30 characters get the same form as before this rule, so their prefix did not change.
+    """
+    if 2 <= len(cluster_name) <= PREFIX_MAX and _KEPT.fullmatch(cluster_name) and not _HASHED.fullmatch(cluster_name):
+        return cluster_name
     slug = re.sub(r"[^a-z0-9]+", "-", cluster_name.lower()).strip("-") or "gpucluster"
-    if len(slug) < 2:
-        slug = f"{slug}-cache"
-    if len(slug) > PREFIX_MAX:
-        digest = hashlib.sha256(cluster_name.encode()).hexdigest()[:8]
-        slug = f"{slug[:PREFIX_MAX - 9].rstrip('-')}-{digest}"
-    return slug
+    digest = hashlib.sha256(cluster_name.encode()).hexdigest()[:HASH_CHARS]
+    return f"{slug[:PREFIX_MAX - HASH_CHARS - 1].rstrip('-')}-{digest}"
 
 
 def registry_host(account_id: str, region: str) -> str:

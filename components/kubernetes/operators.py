@@ -74,6 +74,8 @@ class OperatorsArgs:
     depends_on: Sequence[pulumi.Resource] = field(default_factory=tuple)
     # Monitoring.crds_ready when the metrics stack is on: the operators' monitors wait for it, nothing else does.
     metrics_crds: Sequence[pulumi.Resource] = field(default_factory=tuple)
+    # ImageCache.base: the runtimes' default image (public ECR) is pulled through it, like every job's.
+    image_cache: str | None = None
 
 
 def runtimes_needed(pools: Sequence[GpuPoolConfig],
@@ -142,7 +144,7 @@ class Operators(pulumi.ComponentResource):
         # rejects one whose runtime is missing), and the runtime webhook must run.
         self.runtimes = {}
         for pool, restarts, mount_path, grace in runtimes_needed(args.pools, args.jobs):
-            manifest = trainer.runtime(pool, restarts, args.claim_name, mount_path, grace)
+            manifest = trainer.runtime(pool, restarts, args.claim_name, mount_path, grace, args.image_cache)
             runtime_name = manifest["metadata"]["name"]
             self.runtimes[runtime_name] = KubernetesObject(
                 f"{name}-runtime-{runtime_name}", manifest,

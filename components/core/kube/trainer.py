@@ -27,7 +27,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from components.core import namespaces
+from components.core import images, namespaces
 from components.core import versions as v
 from components.core.config import GpuPoolConfig, JobConfig
 from components.core.hardware import nccl
@@ -110,17 +110,20 @@ def shutdown_timeout_seconds(grace_seconds: int) -> int:
 
 
 def runtime(pool: GpuPoolConfig, max_restarts: int, claim_name: str | None,
-            mount_path: str = DEFAULT_MOUNT_PATH, grace_seconds: int | None = None) -> dict[str, Any]:
+            mount_path: str = DEFAULT_MOUNT_PATH, grace_seconds: int | None = None,
+            image_cache: str | None = None) -> dict[str, Any]:
     """ClusterTrainingRuntime for torchrun on whole nodes of `pool`: every GPU and EFA device,
-    huge pages, /dev/shm, the FSx claim at `mount_path`, the NCCL/EFA preset of the type.
+    huge pages, /dev/shm, the FSx claim at `mount_path`, the NCCL/EFA preset of the type; its default
+    image through the pull-through cache at `image_cache` when there is one (components.core.images).
 
     A failed node fails its Job (backoffLimit 0, restartPolicy Never) and the
     JobSet re-creates the whole gang, up to `max_restarts` times: torchrun's
     static rendezvous cannot take one replaced node.
     """
-    # The image is a default: every TrainJob sets its own (trainer.image).
-    container = workers.worker_container(NODE, v.DLC_PYTORCH_IMAGE, pool, pool.instance.gpu_count,
-                                         mount_path if claim_name else None)
+    # The image is a default: every TrainJob of ours sets its own (trainer.image), so changing it changes
+    # no running job; one created by hand without an image runs it.
+    container = workers.worker_container(NODE, images.through_cache(v.DLC_PYTORCH_IMAGE, image_cache), pool,
+                                         pool.instance.gpu_count, mount_path if claim_name else None)
     env = nccl.preset_env(pool.instance_type, pool.efa_enabled, torch=True)
     if grace_seconds is not None:
         env[SHUTDOWN_TIMEOUT_ENV] = str(shutdown_timeout_seconds(grace_seconds))
