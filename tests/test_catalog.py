@@ -45,6 +45,8 @@ def test_catalog_matches_describe_instance_types(name):
     assert t.efa_supported == net["EfaSupported"]
     assert t.efa_cards == tuple(c["NetworkCardIndex"] for c in net["NetworkCards"] if "efa" in c["InterfaceTypes"])
     assert t.network_gbps == network_gbps(net)
+    # The primary ENA interface's card: all the TCP/IP bandwidth a node of ours has (efa.py).
+    assert t.card0_gbps == net["NetworkCards"][0]["PeakBandwidthInGbps"]
     storage = aws.get("InstanceStorageInfo") or {}
     assert t.local_nvme_gb == storage.get("TotalSizeInGB", 0)
     assert t.local_nvme_disks == sum(d["Count"] for d in storage.get("Disks", []))

@@ -336,3 +336,20 @@ def test_an_admin_with_the_wrong_path_fails(aws):
     checks = [(c.status, c.detail) for c in preflight_checks.admins(ctx)]
     assert checks == [(FAIL, f"the role is arn:aws:iam::{ACCOUNT}:role/team/Ops: EKS matches the ARN with its path"),
                       (FAIL, f"no such role in account {ACCOUNT}")]
+
+
+def test_a_cpu_pool_type_the_gpu_zone_does_not_offer_fails_and_cpu_pools_count_in_the_quota(aws, tmp_path, capsys):
+    # AWS's offerings as moto ships them: use1-az3 (us-east-1e) offers p5.48xlarge but no c7i.
+    sq, _ = service_quotas()
+    cpu = [{"name": "ps", "instanceType": "c7i.8xlarge", "maxNodes": 2, "capacityType": "ON_DEMAND"}]
+    code, report = run(capsys, stack_file(tmp_path, **{"gpucluster:gpuAvailabilityZone": "use1-az3",
+                                                       "gpucluster:cpuPools": cpu}), sq)
+    checks = by_name(report)
+    check = checks["gpucluster:cpuPools[0].instanceType offered in the GPU zone"]
+    assert code == 1 and check["status"] == FAIL
+    assert check["detail"].startswith(
+        "gpucluster:cpuPools[0].instanceType: got 'c7i.8xlarge', which the GPU zone us-east-1e (use1-az3) does not "
+        "offer (every pool launches in the GPU zone); zones offering it: us-east-1a (use1-az6)")
+    assert checks["p5.48xlarge offered in the GPU zone"]["status"] == PASS
+    standard = checks["vCPU quota: Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances"]
+    assert "ps: 2 x c7i.8xlarge (64 vCPUs)" in standard["detail"]

@@ -16,11 +16,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from components.core import config
-from components.core.hardware import zones
+from components.core.hardware import offerings, zones
 
 PASS, FAIL, WARN, UNKNOWN = "pass", "fail", "warn", "unknown"
 # EKS User Guide, capacity-blocks-mng: scale a Capacity Block node group to 0 at least 30 minutes before it ends.
 BLOCK_END_MARGIN = timedelta(minutes=30)
+# The keys of the zone choice itself (its other problems are a pool type's, named by its key path).
+_ZONE_KEYS = (zones.GPU_AZ_KEY, zones.AZ_COUNT_KEY)
 ECR_IMAGE = re.compile(r"(\d{12})\.dkr\.ecr\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?/([^:@]+)(?::([\w.-]+)|@(sha256:[0-9a-f]{64}))")
 
 
@@ -60,7 +62,11 @@ def zone_plan(ctx: Context) -> list[Check]:
     found = ec2.describe_availability_zones(Filters=[{"Name": "opt-in-status", "Values": ["opt-in-not-required"]},
                                                      {"Name": "state", "Values": ["available"]}])
     available = [zones.Zone(z["ZoneName"], z["ZoneId"]) for z in found["AvailabilityZones"]]
-    types = sorted({p.instance_type for p in ctx.cfg.gpu_pools})
+    # As the program asks (components.aws.lookups.lookup_zones): the GPU pools' types choose the zone, CPU
+    # pools' and Spot fallback types (extraInstanceTypes) must be offered there too.
+    gpu_types = offerings.gpu_pool_types(ctx.cfg.gpu_pools)
+    bound = offerings.zone_bound_types(ctx.cfg.gpu_pools, ctx.cfg.cpu_pools)
+    types = sorted({*gpu_types, *(name for _, name in bound)})
     offered: dict[str, set[str]] = {t: set() for t in types}
     if types:
         pages = ec2.get_paginator("describe_instance_type_offerings").paginate(
@@ -68,13 +74,18 @@ def zone_plan(ctx: Context) -> list[Check]:
         for page in pages:
             for offer in page["InstanceTypeOfferings"]:
                 offered[offer["InstanceType"]].add(offer["Location"])
-    try:
-        ctx.plan = zones.choose_zones(available, offered, ctx.cfg.gpu_availability_zone, ctx.cfg.network.az_count)
-    except config.ConfigError as err:
-        return [Check("GPU zone", FAIL, str(p)) for p in err.problems]
+    ctx.plan, problems = offerings.plan_zones(available, offered, gpu_types, ctx.cfg.gpu_availability_zone,
+                                              ctx.cfg.network.az_count, bound)
+    failed = {p.path for p in problems}
+    checks = [Check("GPU zone" if p.path.startswith(_ZONE_KEYS) else f"{p.path} offered in the GPU zone", FAIL,
+                    str(p)) for p in problems]
     plan = ctx.plan
+    if plan is None:
+        return checks
     gpu = f"{plan.gpu_zone} ({plan.zone_ids[plan.gpu_zone]})"
-    checks = [Check(f"{t} offered in the GPU zone", PASS, f"{gpu} offers it") for t in types]
+    checks += [Check(f"{t} offered in the GPU zone", PASS, f"{gpu} offers it") for t in gpu_types]
+    checks += [Check(f"{path} offered in the GPU zone", PASS, f"{gpu} offers {name}") for path, name in bound
+               if path not in failed]
     refused = [z for z in available if not z.eks_supported]
     cluster = ", ".join(f"{z} ({plan.zone_ids[z]})" for z in plan.cluster_zones)
     if plan.gpu_zone not in plan.cluster_zones:

@@ -64,7 +64,8 @@ def vcpu_needs(cfg: StackConfig) -> tuple[list[VcpuNeed], list[str]]:
     vcpus = system.count * _vcpus(system.instance_type)
     totals[("Standard", "ON_DEMAND")].append((vcpus, f"system nodes: {system.count} x {system.instance_type} "
                                                     f"({vcpus} vCPUs)"))
-    for pool in cfg.gpu_pools:
+    # CPU pools count like GPU pools: Standard (C, M, R) vCPUs, On-Demand or Spot.
+    for pool in (*cfg.gpu_pools, *cfg.cpu_pools):
         if pool.capacity_type == "CAPACITY_BLOCK":
             skipped.append(pool.name)
             continue

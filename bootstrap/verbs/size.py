@@ -73,7 +73,8 @@ def _ps_problems(args: argparse.Namespace) -> list[str]:
     if args.ps_replicas < 1:
         problems.append(f"--ps-replicas: got {args.ps_replicas}; must be at least 1")
     if args.ps_instance_type not in catalog.CPU_TYPES:
-        problems.append(f"--ps-instance-type: got {args.ps_instance_type!r}; allowed: {', '.join(catalog.CPU_TYPES)}")
+        problems.append(f"--ps-instance-type: got {args.ps_instance_type!r}; allowed: "
+                        f"{catalog.by_family(catalog.CPU_TYPES)}")
     return problems
 
 

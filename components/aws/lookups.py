@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import pulumi_aws as aws
 
 from components.core.config import ConfigError, GpuPoolConfig, StackConfig
-from components.core.hardware.zones import Zone, ZonePlan, choose_zones
+from components.core.hardware import offerings
+from components.core.hardware.zones import Zone, ZonePlan
 from components.core.problems import Problem
 
 # `python -m bootstrap destroy` sets it: the program then runs only so that its
@@ -28,23 +29,35 @@ def destroying() -> bool:
 
 
 def lookup_zones(cfg: StackConfig) -> ZonePlan:
-    """The region's zones (names and IDs) and which offer each pool's type; raises ConfigError."""
+    """The region's zones (names and IDs) and which offer each pool's types; raises ConfigError.
+
+    While `bootstrap destroy` runs the program, a CPU pool's or Spot fallback type the zone stopped offering
+    does not stop the destroy (the GPU pools' own types still choose the zone, as they did at creation).
+    """
     result = aws.get_availability_zones(
         state="available",
         # Regular zones only: Local Zones and Wavelength Zones need an opt-in.
         filters=[{"name": "opt-in-status", "values": ["opt-in-not-required"]}],
     )
     available = [Zone(name, zone_id) for name, zone_id in zip(result.names, result.zone_ids)]
-    types = sorted({p.instance_type for p in cfg.gpu_pools})
+    # The GPU pools' types choose the zone; CPU pools' and Spot fallback types are checked against it.
+    gpu_types = offerings.gpu_pool_types(cfg.gpu_pools)
+    bound = offerings.zone_bound_types(cfg.gpu_pools, cfg.cpu_pools)
+    types = sorted({*gpu_types, *(name for _, name in bound)})
     offered: dict[str, set[str]] = {t: set() for t in types}
     if types:
-        offerings = aws.ec2.get_instance_type_offerings(
+        found = aws.ec2.get_instance_type_offerings(
             location_type="availability-zone",
             filters=[{"name": "instance-type", "values": types}],
         )
-        for zone, itype in zip(offerings.locations, offerings.instance_types):
+        for zone, itype in zip(found.locations, found.instance_types):
             offered.setdefault(itype, set()).add(zone)
-    return choose_zones(available, offered, cfg.gpu_availability_zone, cfg.network.az_count)
+    plan, problems = offerings.plan_zones(available, offered, gpu_types, cfg.gpu_availability_zone,
+                                          cfg.network.az_count, [] if destroying() else bound)
+    if problems:
+        raise ConfigError(problems)
+    assert plan is not None
+    return plan
 
 
 @dataclass(frozen=True)
@@ -129,7 +142,7 @@ def lookup_bucket(cfg: StackConfig) -> BucketRef | None:
     if name is None:
         return None
     if destroying():
-        return BucketRef(name=name, arn=f"arn:aws:s3:::{name}", region=cfg.region)
+        return BucketRef(name=name, arn=f"arn:{aws.get_partition().partition}:s3:::{name}", region=cfg.region)
     try:
         found = aws.s3.get_bucket(bucket=name)
     except Exception as err:  # the invoke's own error: not found, or access denied

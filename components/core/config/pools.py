@@ -123,7 +123,8 @@ class GpuPoolConfig(_PoolFacts, Model):
     extra_instance_types: tuple[GpuType, ...] = Field(
         (), description="`SPOT` only: more types the node group may launch when the first has no Spot capacity; "
                         "each with the same GPU count, EFA layout and at least the vCPUs and memory of "
-                        "instanceType (p5.48xlarge with p5e.48xlarge; p4d with p4de), so every job fits every node")
+                        "instanceType (p5.48xlarge with p5e.48xlarge; p4d with p4de), so every job fits every node; each "
+                        "offered in the GPU zone")
 
     is_cpu: ClassVar[bool] = False
 
@@ -193,13 +194,17 @@ class GpuPoolConfig(_PoolFacts, Model):
             yield "fabricTest", f"needs maxNodes >= 2 to test the fabric (maxNodes is {self.max_nodes})"
 
 
+# Grouped by family: the list has some fifty types.
+CPU_TYPES_TEXT = catalog.by_family(catalog.CPU_TYPES)
+
+
 def _cpu_type_problem(name: str) -> str | None:
     if name not in catalog.CATALOG or catalog.get(name).is_gpu:
-        return f"allowed CPU types: {', '.join(catalog.CPU_TYPES)}"
+        return f"allowed CPU types: {CPU_TYPES_TEXT}"
     return None
 
 
-CpuType = Text(allowed="a CPU instance type", short="catalog CPU type: " + ", ".join(catalog.CPU_TYPES),
+CpuType = Text(allowed="a CPU instance type", short="catalog CPU type: " + CPU_TYPES_TEXT,
                check=_cpu_type_problem, suggest=catalog.CPU_TYPES)
 CPU_CAPACITY_TYPES = ("ON_DEMAND", "SPOT")
 
@@ -209,7 +214,7 @@ class CpuPoolConfig(_PoolFacts, Model):
 
     name: Text(DNS_LABEL, "a lowercase DNS label of at most 32 characters", short="DNS label, at most 32",
                max_length=32) = Field(description="pool name (node label `gpucluster.io/pool`); unique among all pools")
-    instance_type: CpuType = Field(description="the pool's instance type")
+    instance_type: CpuType = Field(description="the pool's instance type; one the GPU zone offers")
     min_nodes: NodeCount = Field(0, description="0 lets the autoscaler scale the pool to zero")
     max_nodes: Int(ge=1, le=MAX_NODES_PER_MANAGED_NODE_GROUP) = Field(description="upper bound")
     capacity_type: Choice(*CPU_CAPACITY_TYPES) = Field("ON_DEMAND", description="purchase option")
@@ -219,7 +224,8 @@ class CpuPoolConfig(_PoolFacts, Model):
         IDLE_MINUTES_DEFAULT, description="an idle node of the pool is removed after this long")
     extra_instance_types: tuple[CpuType, ...] = Field(
         (), description="`SPOT` only: more types the node group may launch when the first has no Spot capacity, "
-                        "each with at least the vCPUs and memory of instanceType (m7i.8xlarge with r7i.8xlarge)")
+                        "each with at least the vCPUs and memory of instanceType (m7i.8xlarge with r7i.8xlarge); like "
+                        "instanceType, each must be offered in the GPU zone")
 
     # What node-pool code asks of any pool: a CPU pool has no EFA, placement group, reservation or
     # instance store of its own, and one instance type.

@@ -44,6 +44,19 @@ SOCKET_IFNAME_EXCLUDE = "^lo,docker"
 # awsome-distributed-training PyTorch examples).
 DEVICE_RDMA_FAMILIES = frozenset({"p4d", "p4de"})
 
+# aws-ofi-nccl v1.21.1, src/platform-aws.cpp (platform_data_map): the types on which the plugin requires
+# GPUDirect RDMA (gdr_required: it fails rather than fall back to host copies, unless
+# OFI_NCCL_DISABLE_GDR_REQUIRED_CHECK=1), and among them those whose default protocol is RDMA write
+# (PROTOCOL::RDMA: p5/p5e, p5en/p6-b200, p6-b300), which needs the EFA device's native RDMA write
+# (PlatformAWS::validate_rdma_write refuses FI_OPT_EFA_EMULATED_WRITE). p4d/p4de use SENDRECV.
+GDR_REQUIRED_TYPES = frozenset({"p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge",
+                                "p6-b200.48xlarge", "p6-b300.48xlarge"})
+RDMA_WRITE_TYPES = GDR_REQUIRED_TYPES - {"p4d.24xlarge", "p4de.24xlarge"}
+# The NCCL_NET names aws-ofi-nccl answers to: "Libfabric", renamed "AWS Libfabric" or "OFI" when NCCL_NET
+# asks for those (v1.21.1 src/nccl_ofi_interface_nvidia.cpp, nvidia_plugin_name_fixup); NCCL compares
+# names case-insensitively (NCCL env docs, NCCL_NET; src/plugin/net.cc strcasecmp).
+OFI_NET_NAMES = frozenset({"libfabric", "aws libfabric", "ofi"})
+
 # nccl-report passes a run when its peak all_reduce bus bandwidth reaches this
 # share of the expected value: run-to-run spread on a healthy pair of nodes is a
 # few percent, a broken rail or a socket fallback costs far more.
