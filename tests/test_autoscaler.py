@@ -129,9 +129,14 @@ def test_component_contract(run_mocked):
     rec = run_mocked(build(), "prod")
     (component,) = rec.of_type("gpucluster:index:ClusterAutoscaler")
     role, policy = rec.named("ca-role"), rec.named("ca-role-policy")
+    # Only this cluster's kube-system/cluster-autoscaler (EKS User Guide, pod-id-role: the session tags).
     assert json.loads(role.inputs["assumeRolePolicy"])["Statement"][0] == {
         "Effect": "Allow", "Principal": {"Service": "pods.eks.amazonaws.com"},
-        "Action": ["sts:AssumeRole", "sts:TagSession"]}
+        "Action": ["sts:AssumeRole", "sts:TagSession"],
+        "Condition": {"StringEquals": {
+            "aws:RequestTag/eks-cluster-arn": "arn:aws:eks:us-east-1:210987654321:cluster/gpucluster-prod",
+            "aws:RequestTag/kubernetes-namespace": "kube-system",
+            "aws:RequestTag/kubernetes-service-account": "cluster-autoscaler"}}}
     assert json.loads(policy.inputs["policy"]) == json.loads(
         autoscaling.iam_policy("gpucluster-prod", "210987654321", "us-east-1"))
     association = rec.named("ca-pod-identity")

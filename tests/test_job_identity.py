@@ -31,6 +31,11 @@ def test_the_jobs_role_reads_and_writes_the_stack_s_bucket_only(prod):
     trust = json.loads(role.inputs["assumeRolePolicy"])
     assert [s["Principal"] for s in trust["Statement"]] == [{"Service": "pods.eks.amazonaws.com"}]
     assert sorted(trust["Statement"][0]["Action"]) == ["sts:AssumeRole", "sts:TagSession"]
+    # Only this cluster's association for training/default may take it (EKS User Guide, pod-id-role).
+    tags = trust["Statement"][0]["Condition"]["StringEquals"]
+    assert tags["aws:RequestTag/kubernetes-namespace"] == "training"
+    assert tags["aws:RequestTag/kubernetes-service-account"] == "default"
+    assert tags["aws:RequestTag/eks-cluster-arn"].endswith(":cluster/gpucluster-prod")
     access = prod.named("gpucluster-prod-job-identity-bucket-access")
     bucket_arn = prod.named("gpucluster-prod-storage-bucket").outputs["arn"]
     assert json.loads(access.inputs["policy"])["Statement"] == [

@@ -318,8 +318,9 @@ def test_node_role_has_only_the_node_policies(dev):
     (role,) = [r for r in dev.of_type("aws:iam/role:Role") if r.name.endswith("-node-role")]
     attached = sorted(a.inputs["policyArn"] for a in dev.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
                       if a.inputs["role"] == role.outputs["name"])
+    # Pull only (EKS User Guide, create-node-role); the image cache's import and create: components.aws.image_cache.
     assert attached == [
-        "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly",
+        "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryPullOnly",
         "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
         "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore",
     ]

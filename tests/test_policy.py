@@ -405,7 +405,7 @@ def test_s3_public_access_blocked(prod):
 
 
 def test_efa_cluster_placement(prod):
-    lt, group = one(prod, LAUNCH_TEMPLATE), one(prod, PLACEMENT_GROUP)
+    lt, group = one(prod, LAUNCH_TEMPLATE, "h100"), one(prod, PLACEMENT_GROUP)
     assert any(i.get("interfaceType") == "efa-only" for i in lt.props["networkInterfaces"])
     assert validate_stack("efa-cluster-placement", [lt, group]) == []
     spread = with_props(group, strategy="spread")
@@ -427,7 +427,7 @@ def test_fsx_and_gpu_pools_in_one_zone(prod):
     subnets = [r for r in prod if r.type == SUBNET]
     fsx, gpus = one(prod, LUSTRE), one(prod, NODE_GROUP, "h100")
     system = one(prod, NODE_GROUP, "system")  # three zones, but not a GPU group
-    lt = one(prod, LAUNCH_TEMPLATE)
+    lt = one(prod, LAUNCH_TEMPLATE, "h100")
     assert validate_stack("fsx-gpu-same-zone", [*subnets, fsx, gpus, system, lt]) == []
     other_zone = next(s for s in subnets if s.props["availabilityZone"] == "us-east-1b" and "private" in s.name)
     moved = dataclasses.replace(with_props(gpus, subnetIds=[other_zone.id]),
@@ -452,7 +452,7 @@ def test_gpu_budget(prod):
     group = one(prod, NODE_GROUP, "h100")
     # Computed and unknown in a preview (a Capacity Block group sets none): the launch template's type counts.
     preview = with_props(group, instanceTypes=UNKNOWN)
-    template = with_props(one(prod, LAUNCH_TEMPLATE), instanceType="p5.48xlarge")
+    template = with_props(one(prod, LAUNCH_TEMPLATE, "h100"), instanceType="p5.48xlarge")
     ((_, message),) = validate_stack("gpu-budget", [preview, template], config={"maxGpus": 64})
     assert "16 x p5.48xlarge = 128 GPUs" in message
     odd = with_props(group, instanceTypes=["x9.huge"])

@@ -8,7 +8,8 @@ claims). The role trusts exactly that subject: only pull-request runs of
 that repository can assume it. It reads the account (AWS managed
 ReadOnlyAccess: a preview calls describe and get APIs) and the state
 backend: the objects of the state bucket (the S3 backend also writes lock
-files under .pulumi/locks/) and the secrets key.
+files under .pulumi/locks/) and the secrets key. Every ARN is in the
+partition of the backend's region (components.core.hardware.partitions).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from bootstrap.account.steps import Step
 
 PROVIDER_HOST = "token.actions.githubusercontent.com"
 AUDIENCE = "sts.amazonaws.com"
-READ_ONLY = "arn:aws:iam::aws:policy/ReadOnlyAccess"
+READ_ONLY = "ReadOnlyAccess"  # AWS managed: arn:<partition>:iam::aws:policy/ReadOnlyAccess
 STATE_POLICY = "pulumi-state-backend"
 # GitHub owner and repository names: letters, digits, -, _ and . (owner: no _ or .).
 REPO = re.compile(r"[A-Za-z0-9-]{1,39}/[A-Za-z0-9_.-]{1,100}")
@@ -53,11 +54,16 @@ def trust_policy(provider_arn: str, repo: str) -> dict:
     }]}
 
 
-def state_policy(bucket: str, key_arn: str) -> dict:
+def read_only_policy(partition: str) -> str:
+    return f"arn:{partition}:iam::aws:policy/{READ_ONLY}"
+
+
+def state_policy(bucket: str, key_arn: str, partition: str = "aws") -> dict:
+    bucket_arn = f"arn:{partition}:s3:::{bucket}"
     return {"Version": "2012-10-17", "Statement": [
-        {"Sid": "ListState", "Effect": "Allow", "Action": "s3:ListBucket", "Resource": f"arn:aws:s3:::{bucket}"},
+        {"Sid": "ListState", "Effect": "Allow", "Action": "s3:ListBucket", "Resource": bucket_arn},
         {"Sid": "ReadWriteStateAndLocks", "Effect": "Allow",
-         "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"], "Resource": f"arn:aws:s3:::{bucket}/*"},
+         "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"], "Resource": f"{bucket_arn}/*"},
         {"Sid": "StackSecrets", "Effect": "Allow", "Action": ["kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey"],
          "Resource": key_arn},
     ]}
@@ -67,8 +73,8 @@ def _code(err: Exception) -> str:
     return (getattr(err, "response", None) or {}).get("Error", {}).get("Code", "")
 
 
-def ensure_provider(iam, account: str) -> tuple[Step, str]:
-    arn = f"arn:aws:iam::{account}:oidc-provider/{PROVIDER_HOST}"
+def ensure_provider(iam, account: str, partition: str = "aws") -> tuple[Step, str]:
+    arn = f"arn:{partition}:iam::{account}:oidc-provider/{PROVIDER_HOST}"
     try:
         provider = iam.get_open_id_connect_provider(OpenIDConnectProviderArn=arn)
     except Exception as err:
@@ -84,9 +90,10 @@ def ensure_provider(iam, account: str) -> tuple[Step, str]:
     return Step("GitHub OIDC provider", "verified", arn), arn
 
 
-def ensure_preview_role(iam, sts, repo: str, bucket: str, key_arn: str) -> tuple[list[Step], str]:
+def ensure_preview_role(iam, sts, repo: str, bucket: str, key_arn: str,
+                        partition: str = "aws") -> tuple[list[Step], str]:
     account = sts.get_caller_identity()["Account"]
-    step, provider_arn = ensure_provider(iam, account)
+    step, provider_arn = ensure_provider(iam, account, partition)
     steps = [step]
     name, trust = role_name(repo), trust_policy(provider_arn, repo)
     try:
@@ -107,12 +114,12 @@ def ensure_preview_role(iam, sts, repo: str, bucket: str, key_arn: str) -> tuple
         else:
             steps.append(Step(f"role {name}", "verified"))
     attached = [p["PolicyArn"] for p in iam.list_attached_role_policies(RoleName=name)["AttachedPolicies"]]
-    if READ_ONLY in attached:
+    if read_only_policy(partition) in attached:
         steps.append(Step("ReadOnlyAccess on the role", "verified"))
     else:
-        iam.attach_role_policy(RoleName=name, PolicyArn=READ_ONLY)
+        iam.attach_role_policy(RoleName=name, PolicyArn=read_only_policy(partition))
         steps.append(Step("ReadOnlyAccess on the role", "set"))
-    wanted = state_policy(bucket, key_arn)
+    wanted = state_policy(bucket, key_arn, partition)
     try:
         have = iam.get_role_policy(RoleName=name, PolicyName=STATE_POLICY)["PolicyDocument"]
         have = json.loads(have) if isinstance(have, str) else have

@@ -8,6 +8,7 @@ import re
 
 from bootstrap.account import github_oidc
 from bootstrap.account.steps import Step
+from components.core.hardware.partitions import partition_of
 from components.core.storage import bucket as bucketlib
 
 DEFAULT_ALIAS = "alias/pulumi-secrets"
@@ -79,7 +80,7 @@ def ensure_bucket(s3, bucket: str, region: str) -> list[Step]:
     step("default encryption", any(a in ("AES256", "aws:kms", "aws:kms:dsse") for a in algorithms),
          lambda: s3.put_bucket_encryption(Bucket=bucket, ServerSideEncryptionConfiguration={
              "Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]}), "was off")
-    policy, merged = _tls_policy(s3, bucket)
+    policy, merged = _tls_policy(s3, bucket, partition_of(region))
     step("TLS-only bucket policy", policy == merged,
          lambda: s3.put_bucket_policy(Bucket=bucket, Policy=json.dumps(merged)), "statement added")
     current = _get(s3.get_bucket_lifecycle_configuration, "NoSuchLifecycleConfiguration", Bucket=bucket)
@@ -124,7 +125,7 @@ def _exists_or_create(s3, bucket: str, region: str) -> Step:
     return Step(f"bucket s3://{bucket}", "created", region)
 
 
-def _tls_policy(s3, bucket: str) -> tuple[dict | None, dict]:
+def _tls_policy(s3, bucket: str, partition: str) -> tuple[dict | None, dict]:
     """(the bucket's policy, that policy with our TLS-only statement in it)."""
     current = _get(s3.get_bucket_policy, "NoSuchBucketPolicy", Bucket=bucket)
     policy = json.loads(current["Policy"]) if current else None
@@ -133,7 +134,7 @@ def _tls_policy(s3, bucket: str) -> tuple[dict | None, dict]:
     if isinstance(statements, dict):
         merged["Statement"] = statements = [statements]
     if not any(s.get("Sid") == bucketlib.TLS_ONLY_SID for s in statements):
-        statements.append(bucketlib.tls_only_statement(f"arn:aws:s3:::{bucket}"))
+        statements.append(bucketlib.tls_only_statement(f"arn:{partition}:s3:::{bucket}"))
     return policy, merged
 
 
@@ -171,7 +172,8 @@ def run(args: argparse.Namespace, session) -> dict:
     role_arn = None
     if args.github_repo:
         oidc_steps, role_arn = github_oidc.ensure_preview_role(
-            session.client("iam"), session.client("sts"), args.github_repo, args.bucket, key_arn)
+            session.client("iam"), session.client("sts"), args.github_repo, args.bucket, key_arn,
+            partition_of(args.region))
         steps += oidc_steps
     return {"steps": [str(s) for s in steps], "changed": any(s.changed for s in steps),
             "login": login_command(args.bucket, args.region), "stackInit": stack_init_command(args.kms_alias,

@@ -26,6 +26,7 @@ from pulumi.runtime.sync_await import _sync_await
 
 from bootstrap.offline.aws_data import moto_offerings, moto_zones
 from bootstrap.offline.recording import Recording, RecordingMonitor, _LogCatcher
+from components.core.hardware.partitions import dns_suffix, partition_of
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 # The mock account: all zeros, no one's. The deployer is the plan's stand-in admin.
@@ -57,6 +58,7 @@ class GpuClusterMocks(pulumi_mocks.Mocks):
     def __init__(self, region: str = "us-east-1"):
         self.region = region
         zones = moto_zones(region)
+        self.partition = partition_of(region)  # every ARN the mocks make is in the region's partition
         self.zones = [name for name, _ in zones]
         self.zone_ids = [zone_id for _, zone_id in zones]
         self.offerings = moto_offerings(region)
@@ -68,6 +70,7 @@ class GpuClusterMocks(pulumi_mocks.Mocks):
         self.missing_buckets: set[str] = set()
         self.missing_reservations: set[str] = set()  # Capacity Blocks that ended and are gone
         self.bucket_regions: dict[str, str] = {}
+        self.metrics_volume_zone: str | None = None  # where a live Prometheus volume is, if one is
 
     # -- invokes -------------------------------------------------------------
 
@@ -77,9 +80,9 @@ class GpuClusterMocks(pulumi_mocks.Mocks):
             # A session of DEPLOYER_ROLE, as STS names one (the role's path is not in it).
             role = DEPLOYER_ROLE.rsplit("/", 1)[-1]
             return {"accountId": ACCOUNT_ID, "userId": "AROAEXAMPLE:plan",
-                    "arn": f"arn:aws:sts::{ACCOUNT_ID}:assumed-role/{role}/plan", "id": ACCOUNT_ID}
+                    "arn": f"arn:{self.partition}:sts::{ACCOUNT_ID}:assumed-role/{role}/plan", "id": ACCOUNT_ID}
         if token == "aws:index/getPartition:getPartition":
-            return {"partition": "aws", "dnsSuffix": "amazonaws.com", "id": "aws"}
+            return {"partition": self.partition, "dnsSuffix": dns_suffix(self.partition), "id": self.partition}
         if token == "aws:index/getRegion:getRegion":
             return {"region": self.region, "name": self.region, "id": self.region}
         if token == "aws:index/getAvailabilityZones:getAvailabilityZones":
@@ -97,7 +100,7 @@ class GpuClusterMocks(pulumi_mocks.Mocks):
         if token == "aws:cloudwatch/getLogGroups:getLogGroups":
             prefix = a.get("logGroupNamePrefix") or ""
             names = [g for g in self.existing_log_groups if g.startswith(prefix)]
-            return {"logGroupNames": names, "arns": [f"arn:aws:logs:{self.region}:{ACCOUNT_ID}:log-group:{g}"
+            return {"logGroupNames": names, "arns": [f"arn:{self.partition}:logs:{self.region}:{ACCOUNT_ID}:log-group:{g}"
                                                       for g in names], "id": self.region}
         if token == "aws:s3/getBucket:getBucket":
             name = a.get("bucket")
@@ -105,9 +108,15 @@ class GpuClusterMocks(pulumi_mocks.Mocks):
                 # As the provider fails: the invoke raises with this reason.
                 return {}, [("bucket", f"reading S3 Bucket ({name}): couldn't find resource")]
             region = self.bucket_regions.get(name, self.region)
-            return {"bucket": name, "arn": f"arn:aws:s3:::{name}", "bucketRegion": region, "region": self.region,
+            return {"bucket": name, "arn": f"arn:{self.partition}:s3:::{name}", "bucketRegion": region, "region": self.region,
                     "bucketDomainName": f"{name}.s3.amazonaws.com",
                     "bucketRegionalDomainName": f"{name}.s3.{region}.amazonaws.com", "id": name}
+        if token == "aws:ebs/getEbsVolumes:getEbsVolumes":
+            ids = [f"vol-{_hex('metrics', self.metrics_volume_zone)}"] if self.metrics_volume_zone else []
+            return {"ids": ids, "id": self.region}
+        if token == "aws:ebs/getVolume:getVolume" and self.metrics_volume_zone:
+            return {"id": f"vol-{_hex('metrics', self.metrics_volume_zone)}",
+                    "availabilityZone": self.metrics_volume_zone, "volumeType": "gp3"}
         # An invoke the mocks do not know would answer with nothing and let the
         # program go on with None: fail instead, so a new lookup gets a real answer.
         raise NotImplementedError(f"GpuClusterMocks has no answer for invoke {token}")
@@ -137,7 +146,7 @@ class GpuClusterMocks(pulumi_mocks.Mocks):
         rid = f"{name}-{h[:8]}"
         if t.startswith("aws:"):
             service = t.split(":")[1].split("/")[0]
-            out.setdefault("arn", f"arn:aws:{service}:{self.region}:{ACCOUNT_ID}:{t.split(':')[-1].lower()}/{arn_name}")
+            out.setdefault("arn", f"arn:{self.partition}:{service}:{self.region}:{ACCOUNT_ID}:{t.split(':')[-1].lower()}/{arn_name}")
         if t in ID_PREFIXES:
             rid = f"{ID_PREFIXES[t]}-{h}"
         if t == "aws:ec2/vpc:Vpc":
@@ -153,12 +162,12 @@ class GpuClusterMocks(pulumi_mocks.Mocks):
         elif t == "aws:iam/role:Role":
             role = inputs.get("name") or f"{name}-{h[:7]}"
             rid = role
-            out.update(name=role, arn=f"arn:aws:iam::{ACCOUNT_ID}:role/{role}", uniqueId=f"AROA{h.upper()}")
+            out.update(name=role, arn=f"arn:{self.partition}:iam::{ACCOUNT_ID}:role/{role}", uniqueId=f"AROA{h.upper()}")
         elif t == "aws:iam/policy:Policy":
-            out["arn"] = f"arn:aws:iam::{ACCOUNT_ID}:policy/{arn_name}"
+            out["arn"] = f"arn:{self.partition}:iam::{ACCOUNT_ID}:policy/{arn_name}"
         elif t == "aws:kms/key:Key":
             rid = f"{h[:8]}-{h[8:12]}-{_hex(h, '1', n=4)}-{_hex(h, '2', n=4)}-{_hex(h, '3', n=12)}"
-            out.update(keyId=rid, arn=f"arn:aws:kms:{self.region}:{ACCOUNT_ID}:key/{rid}")
+            out.update(keyId=rid, arn=f"arn:{self.partition}:kms:{self.region}:{ACCOUNT_ID}:key/{rid}")
         elif t == "aws:eks/cluster:Cluster":
             cluster = inputs.get("name") or name
             rid = cluster
@@ -166,7 +175,7 @@ class GpuClusterMocks(pulumi_mocks.Mocks):
             vpc.update(clusterSecurityGroupId=f"sg-{_hex(h, 'cluster')}", vpcId="vpc-mock")
             out.update(
                 name=cluster,
-                arn=f"arn:aws:eks:{self.region}:{ACCOUNT_ID}:cluster/{cluster}",
+                arn=f"arn:{self.partition}:eks:{self.region}:{ACCOUNT_ID}:cluster/{cluster}",
                 endpoint=f"https://{h.upper()}.gr7.{self.region}.eks.amazonaws.com",
                 certificateAuthority={"data": base64.b64encode(b"-----BEGIN CERTIFICATE-----mock").decode()},
                 vpcConfig=vpc,
@@ -187,7 +196,7 @@ class GpuClusterMocks(pulumi_mocks.Mocks):
         elif t == "aws:s3/bucket:Bucket":
             bucket = inputs.get("bucket") or f"{name}-{h[:8]}"
             rid = bucket
-            out.update(bucket=bucket, arn=f"arn:aws:s3:::{bucket}",
+            out.update(bucket=bucket, arn=f"arn:{self.partition}:s3:::{bucket}",
                        bucketRegionalDomainName=f"{bucket}.s3.{self.region}.amazonaws.com")
         elif t == "random:index/randomId:RandomId":
             n = int(inputs.get("byteLength", 4))
@@ -197,7 +206,7 @@ class GpuClusterMocks(pulumi_mocks.Mocks):
             # As AMP shapes them: ws-<uuid>, and the workspace's endpoint with a trailing slash
             # (AMP API reference, WorkspaceDescription.prometheusEndpoint).
             rid = f"ws-{h[:8]}-{h[8:12]}-{_hex(h, '1', n=4)}-{_hex(h, '2', n=4)}-{_hex(h, '3', n=12)}"
-            out.update(arn=f"arn:aws:aps:{self.region}:{ACCOUNT_ID}:workspace/{rid}",
+            out.update(arn=f"arn:{self.partition}:aps:{self.region}:{ACCOUNT_ID}:workspace/{rid}",
                        prometheusEndpoint=f"https://aps-workspaces.{self.region}.amazonaws.com/workspaces/{rid}/")
         elif t == "random:index/randomPassword:RandomPassword":
             n = int(inputs.get("length", 16))

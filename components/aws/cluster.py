@@ -12,12 +12,13 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components.aws import iam
-from components.aws.node_group import STANDARD_AMI_TYPE
+from components.aws.system_node_group import system_node_group
+from components.core import namespaces
 from components.core.config import StackConfig, support_type
-from components.core.kube.nodepool import SYSTEM_NODE_LABEL
+from components.core.hardware.zones import ZonePlan
 from components.hooks import StackHooks, metrics_volumes
 
-ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
+ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
 LOG_TYPES = ("api", "audit", "authenticator")
 LOG_RETENTION_DAYS = 90
 
@@ -31,6 +32,9 @@ ADDONS_AFTER_NODES = ("coredns", "eks-node-monitoring-agent")
 # (EKS User Guide, "Store Kubernetes volumes with Amazon EBS": service account ebs-csi-controller-sa).
 EBS_CSI_ADDON = "aws-ebs-csi-driver"
 EBS_CSI_SERVICE_ACCOUNT = "ebs-csi-controller-sa"
+# The add-ons' service accounts live in kube-system (EKS User Guide: ebs-csi, fsx-csi and the VPC CNI's
+# IRSA examples name system:serviceaccount:kube-system:<account>), as their Pod Identity roles say.
+CNI_SERVICE_ACCOUNT = "aws-node"
 # Every volume it creates carries the cluster's name, so one left behind is findable (and the
 # metrics volume is deleted before the cluster: components.hooks.metrics_volumes).
 VOLUME_TAG = metrics_volumes.CLUSTER_TAG
@@ -43,6 +47,11 @@ VOLUME_TAG = metrics_volumes.CLUSTER_TAG
 # policy controller; the aws-node pods' network policy agent enforces on each node. Standard mode
 # (the default NETWORK_POLICY_ENFORCING_MODE): a new pod starts allowed until its policies are in place.
 VPC_CNI_CONFIGURATION = {"enableNetworkPolicy": "true"}
+
+
+def access_policy(partition: str, name: str = ADMIN_POLICY) -> str:
+    """An EKS access policy's ARN (EKS User Guide, access-policy-permissions): arn:<partition>:eks::aws:..."""
+    return f"arn:{partition}:eks::aws:cluster-access-policy/{name}"
 
 
 def principal_slug(arn: str) -> str:
@@ -87,14 +96,16 @@ def kubeconfig(cluster_name: str, endpoint: str, ca_data: str, region: str, prof
 @dataclass(frozen=True)
 class ClusterArgs:
     config: StackConfig
-    # Private subnets in zones EKS accepts (Network.cluster_subnet_ids): the
-    # control plane's and the system nodes'.
+    # Private subnets in zones EKS accepts (Network.cluster_subnet_ids, in the order of
+    # zones.cluster_zones): the control plane's, and one of them the system nodes'.
     subnet_ids: list[pulumi.Input[str]]
     # True when /aws/eks/<name>/cluster exists already (lookups.log_group_exists):
     # EKS re-creates it after a delete, so it is adopted instead of created.
     log_group_exists: bool = False
     # The program's delete hooks: before the cluster goes, the metrics volume the EBS CSI driver left.
     hooks: StackHooks | None = None
+    # The zone plan the program chose (lookups.lookup_zones); looked up again when not given.
+    zones: ZonePlan | None = None
 
 
 class Cluster(pulumi.ComponentResource):
@@ -108,6 +119,7 @@ class Cluster(pulumi.ComponentResource):
     kubeconfig: pulumi.Output[str]
     version: str
     system_nodes: aws.eks.NodeGroup
+    system_zone: str  # the one zone of the system nodes, and so of the metrics volume
     core_addons: list[aws.eks.Addon]
     node_prerequisites: list[pulumi.Resource]  # what any node group must wait for
 
@@ -117,9 +129,11 @@ class Cluster(pulumi.ComponentResource):
         tags = cfg.tags
         child = pulumi.ResourceOptions(parent=self)
         self.version = cfg.kubernetes_version
+        partition = aws.get_partition().partition
+        cluster_arn = iam.cluster_arn(cfg.cluster_name, partition, cfg.region)
 
-        role, role_policies = iam.service_role(f"{name}-role", "eks.amazonaws.com", [iam.EKS_CLUSTER_POLICY],
-                                               tags, self)
+        role, role_policies = iam.service_role(f"{name}-role", "eks.amazonaws.com",
+                                               [iam.managed_policy(partition, iam.EKS_CLUSTER_POLICY)], tags, self)
         key = aws.kms.Key(f"{name}-secrets-key", description=f"EKS secrets envelope encryption for {cfg.cluster_name}",
                           enable_key_rotation=True, deletion_window_in_days=30, tags=tags, opts=child)
         aws.kms.Alias(f"{name}-secrets-key-alias", name=f"alias/{cfg.cluster_name}-eks-secrets",
@@ -170,15 +184,17 @@ class Cluster(pulumi.ComponentResource):
             entry = aws.eks.AccessEntry(f"{name}-admin-{slug}", cluster_name=cluster.name, principal_arn=arn,
                                         type="STANDARD", tags=tags, opts=child)
             admin_access.append(aws.eks.AccessPolicyAssociation(f"{name}-admin-{slug}-policy", cluster_name=cluster.name,
-                                            principal_arn=entry.principal_arn, policy_arn=ADMIN_POLICY,
+                                            principal_arn=entry.principal_arn,
+                                            policy_arn=access_policy(partition),
                                             access_scope={"type": "cluster"}, opts=child))
 
         # Nodes get only what kubelet needs; the CNI's permissions go to its own
         # Pod Identity role instead of every node.
-        self.node_role, node_policies = iam.service_role(f"{name}-node-role", "ec2.amazonaws.com",
-                                                         iam.NODE_POLICIES, tags, self)
-        cni_role, cni_policies = iam.service_role(f"{name}-vpc-cni-role", "pods.eks.amazonaws.com",
-                                                  [iam.CNI_POLICY], tags, self)
+        self.node_role, node_policies = iam.service_role(
+            f"{name}-node-role", "ec2.amazonaws.com", iam.managed_policies(partition, iam.NODE_POLICIES), tags, self)
+        cni_role, cni_policies = iam.service_role(
+            f"{name}-vpc-cni-role", iam.POD_IDENTITY, [iam.managed_policy(partition, iam.CNI_POLICY)], tags, self,
+            cluster_arn=cluster_arn, namespace=namespaces.KUBE_SYSTEM, service_account=CNI_SERVICE_ACCOUNT)
 
         def addon(addon_name: str, depends_on: list[pulumi.Resource], **extra) -> aws.eks.Addon:
             # Pinned per stack (gpucluster:versions.addons): a later `pulumi up`
@@ -193,41 +209,20 @@ class Cluster(pulumi.ComponentResource):
             # The CNI's role must hold its policy before aws-node starts (and,
             # on destroy, keep it until the add-on is gone).
             addon("vpc-cni", [pod_identity_agent, *cni_policies], pod_identity_associations=[
-                {"role_arn": cni_role.arn, "service_account": "aws-node"}],
+                {"role_arn": cni_role.arn, "service_account": CNI_SERVICE_ACCOUNT}],
                 configuration_values=json.dumps(VPC_CNI_CONFIGURATION)),
             addon("kube-proxy", []),
             pod_identity_agent,
         ]
 
         self.node_prerequisites = [*self.core_addons, *node_policies]
-        sys_cfg = cfg.system_nodes
-        self.system_nodes = aws.eks.NodeGroup(
-            f"{name}-system-nodes",
-            cluster_name=cluster.name,
-            # A prefix, not a fixed name: a change that replaces the group
-            # (instance type, disk, subnets) creates the new one before deleting
-            # the old, which a fixed name forbids (ResourceInUseException).
-            # Node group names are per cluster; EKS allows 63 characters and the
-            # provider appends a 26-character unique suffix.
-            node_group_name_prefix="system-",
-            version=cfg.kubernetes_version,
-            release_version=cfg.versions.ami_release_version,
-            node_role_arn=self.node_role.arn,
-            subnet_ids=args.subnet_ids,
-            instance_types=[sys_cfg.instance_type],
-            ami_type=STANDARD_AMI_TYPE,
-            capacity_type="ON_DEMAND",
-            disk_size=sys_cfg.disk_size_gib,
-            scaling_config={"min_size": sys_cfg.count, "desired_size": sys_cfg.count, "max_size": sys_cfg.count},
-            update_config={"max_unavailable": 1},
-            labels=SYSTEM_NODE_LABEL,
-            tags=tags,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=self.node_prerequisites),
-        )
+        self.system_nodes, self.system_zone = system_node_group(
+            name, cfg, args.subnet_ids, args.zones, cluster.name, self.node_role.arn, self.node_prerequisites, self)
         for addon_name in ADDONS_AFTER_NODES:
             self.core_addons.append(addon(addon_name, [self.system_nodes]))
-        ebs_role, ebs_policies = iam.service_role(f"{name}-ebs-csi-role", "pods.eks.amazonaws.com",
-                                                  [iam.EBS_CSI_POLICY], tags, self)
+        ebs_role, ebs_policies = iam.service_role(
+            f"{name}-ebs-csi-role", iam.POD_IDENTITY, [iam.managed_policy(partition, iam.EBS_CSI_POLICY)], tags, self,
+            cluster_arn=cluster_arn, namespace=namespaces.KUBE_SYSTEM, service_account=EBS_CSI_SERVICE_ACCOUNT)
         self.core_addons.append(addon(
             EBS_CSI_ADDON, [self.system_nodes, *ebs_policies],
             pod_identity_associations=[{"role_arn": ebs_role.arn, "service_account": EBS_CSI_SERVICE_ACCOUNT}],

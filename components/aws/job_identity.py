@@ -32,7 +32,10 @@ class JobIdentity(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: JobIdentityArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpucluster:index:JobIdentity", name, None, opts)
-        role, _ = iam.service_role(f"{name}-role", "pods.eks.amazonaws.com", [], args.tags, self)
+        # Trusted only by this cluster's association for the namespace's default service account.
+        role, _ = iam.service_role(f"{name}-role", "pods.eks.amazonaws.com", [], args.tags, self,
+                                   cluster_arn=iam.cluster_arn(args.cluster), namespace=args.namespace,
+                                   service_account=job_identity.SERVICE_ACCOUNT)
         attachments = [aws.iam.RolePolicyAttachment(f"{name}-{slug}", role=role.name, policy_arn=arn,
                                                     opts=pulumi.ResourceOptions(parent=self))
                        for arn, slug in job_identity.attachment_slugs(args.policy_arns).items()]

@@ -11,6 +11,7 @@ naming the shortfall and a size that would.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from components.core.config import NAMESPACE, StackConfig
@@ -188,6 +189,29 @@ def _fits(cfg: StackConfig, instance_type: str, count: int) -> bool:
     per_node_mem = sum(p.memory_mi for p in system_pods(resized) if p.per_node)
     return (cap.requested_cpu_m <= cap.allocatable_cpu_m and cap.requested_memory_mi <= cap.allocatable_memory_mi
             and cap.largest.memory_mi + per_node_mem <= allocatable(instance_type)[1])
+
+
+def system_zone(cluster_zones: Sequence[str], metrics_volume_zone: str | None) -> tuple[str, str | None]:
+    """The one zone of the system node group, and a warning when the metrics volume cannot follow.
+
+    Prometheus keeps its data on an EBS volume, and an EBS volume attaches only in its own zone
+    (EBS User Guide, "Amazon EBS volumes"). With the system nodes spread over zones, a node group
+    smaller than the zone count, or any node replaced outside a managed update (auto repair, a
+    failed instance, a replaced node group), can leave no system node where the volume is, and
+    Prometheus Pending. So the system nodes live in one zone: the first cluster zone (the GPU zone
+    whenever EKS accepts it: launchers, chiefs and TensorBoard sit beside the workers and FSx), or,
+    on a stack whose metrics volume is in another cluster zone already, that zone, so the volume
+    and its metrics are kept. A volume in a zone that has no cluster subnet any more cannot be
+    reached: the warning says how to let Prometheus start over.
+    """
+    first = cluster_zones[0]
+    if metrics_volume_zone is None or metrics_volume_zone in cluster_zones:
+        return metrics_volume_zone or first, None
+    return first, (f"the metrics volume is in {metrics_volume_zone}, where the cluster has no subnet any more; the "
+                   f"system nodes go to {first}, and Prometheus stays Pending until its claim and pod are deleted "
+                   f"(its metrics go with the claim; only Prometheus has one in {ps.NAMESPACE}): kubectl -n "
+                   f"{ps.NAMESPACE} delete pvc --all --wait=false && kubectl -n {ps.NAMESPACE} delete pod "
+                   f"prometheus-{ps.RELEASE}-prometheus-0")
 
 
 # The launchers of mpirun jobs and the chiefs of ps jobs run the job's image on the system nodes: a Deep

@@ -45,7 +45,10 @@ class ClusterAutoscaler(pulumi.ComponentResource):
     def __init__(self, name: str, args: ClusterAutoscalerArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpucluster:index:ClusterAutoscaler", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        role, _ = iam.service_role(f"{name}-role", "pods.eks.amazonaws.com", [], args.tags, self)
+        role, _ = iam.service_role(
+            f"{name}-role", iam.POD_IDENTITY, [], args.tags, self,
+            cluster_arn=iam.cluster_arn(args.cluster, args.partition, args.region, args.account_id),
+            namespace=autoscaling.NAMESPACE, service_account=autoscaling.SERVICE_ACCOUNT)
         policy = aws.iam.RolePolicy(
             f"{name}-role-policy", role=role.name,
             policy=autoscaling.iam_policy(args.cluster_name, args.account_id, args.region, args.partition),

@@ -15,6 +15,7 @@ import pulumi_kubernetes as k8s
 
 from components.aws import iam
 from components.aws.storage import Storage
+from components.core import namespaces
 from components.core.storage.fsx_volume import (
     CLAIM_NAME,
     CSI_ADDON,
@@ -50,7 +51,10 @@ class FsxVolume(pulumi.ComponentResource):
     def __init__(self, name: str, args: FsxVolumeArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpucluster:index:FsxVolume", name, None, opts)
         storage = args.storage
-        role, _ = iam.service_role(f"{name}-csi-role", "pods.eks.amazonaws.com", [], args.tags, self)
+        # The add-on's controller runs in kube-system (EKS User Guide, fsx-csi).
+        role, _ = iam.service_role(f"{name}-csi-role", iam.POD_IDENTITY, [], args.tags, self,
+                                   cluster_arn=iam.cluster_arn(args.cluster_name), namespace=namespaces.KUBE_SYSTEM,
+                                   service_account=CSI_CONTROLLER_SA)
         role_policy = aws.iam.RolePolicy(f"{name}-csi-role-policy", role=role.name, policy=csi_policy(),
                                          opts=pulumi.ResourceOptions(parent=self))
         self.addon = aws.eks.Addon(

@@ -84,8 +84,11 @@ class Monitoring(pulumi.ComponentResource):
             parameters={"type": "gp3", "encrypted": "true"}, volume_binding_mode="WaitForFirstConsumer",
             reclaim_policy="Delete", allow_volume_expansion=True, opts=k8s_opts)
 
+        cluster_arn = iam.cluster_arn(args.cluster, region=cfg.region)
+
         def pod_role(role: str, service_account: str, policy: pulumi.Input[str]) -> aws.eks.PodIdentityAssociation:
-            r, _ = iam.service_role(f"{name}-{role}-role", "pods.eks.amazonaws.com", [], tags, self)
+            r, _ = iam.service_role(f"{name}-{role}-role", iam.POD_IDENTITY, [], tags, self, cluster_arn=cluster_arn,
+                                    namespace=ps.NAMESPACE, service_account=service_account)
             attached = aws.iam.RolePolicy(f"{name}-{role}-role-policy", role=r.name, policy=policy,
                                           opts=pulumi.ResourceOptions(parent=self))
             return aws.eks.PodIdentityAssociation(

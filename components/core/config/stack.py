@@ -58,6 +58,9 @@ NAT_MODES = ("single", "perAz")
 # (gpucluster:versions.addons) so a later `pulumi up` never moves one.
 ADDONS = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent", "coredns", "eks-node-monitoring-agent",
           "aws-fsx-csi-driver", "aws-ebs-csi-driver")
+# ECR User Guide, "Sync an upstream registry with an Amazon ECR private registry", considerations:
+# creating pull through cache rules is not supported in these regions.
+NO_PULL_THROUGH_CACHE = ("cn-north-1", "cn-northwest-1", "us-gov-east-1", "us-gov-west-1")
 UPGRADE_HINT = "run `python -m bootstrap upgrade --stack <stack> --write` to resolve and pin them"
 
 # gpucluster:pauseMode -> the ClusterQueue's stopPolicy (Kueue v0.19.2 CRD,
@@ -400,6 +403,12 @@ class StackConfig(StackKeys):
         zone, region = self.gpu_availability_zone, self.region
         if zone and region and not re.fullmatch(ZONE_ID_PATTERN, zone) and not zone.startswith(region):
             yield "gpuAvailabilityZone", f"got {show(zone)}; must be a zone of aws:region {region!r}"
+
+    @rule("image_cache", "region")
+    def _cache_in_region(self):
+        if self.image_cache and self.region in NO_PULL_THROUGH_CACHE:
+            yield "imageCache", (f"is true (the default), but ECR has no pull-through cache rules in {self.region}; "
+                                 f"set {NAMESPACE}:imageCache: false (nodes then pull public images through NAT)")
 
     @rule("alert_slack_webhook_url", "secret_keys")
     def _webhook_is_secret(self):
