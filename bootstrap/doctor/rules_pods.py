@@ -56,7 +56,7 @@ def image_pull(bundle: Bundle) -> list[Finding]:
     if "not found" in text or "manifest unknown" in text:
         hint = "the image or tag does not exist: check jobs[].image (repository and tag)"
     elif any(word in text for word in ("unauthorized", "denied", "403", "forbidden")):
-        hint = ("the node may not pull it: ECR needs AmazonEC2ContainerRegistryReadOnly on the node role (and a "
+        hint = ("the node may not pull it: ECR needs AmazonEC2ContainerRegistryPullOnly on the node role (and a "
                 "repository policy for another account); a private registry needs an imagePullSecret")
     elif "toomanyrequests" in text or "rate limit" in text:
         hint = "the registry rate-limits the nodes (Docker Hub): mirror the image to ECR"

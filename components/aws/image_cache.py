@@ -3,7 +3,7 @@
 The rule (prefix one per cluster, components.core.images), a repository
 creation template that bounds what the cached repositories keep, the node
 role's right to import an upstream image and create its repository on a
-first pull (neither is in AmazonEC2ContainerRegistryReadOnly; ECR User
+first pull (neither is in AmazonEC2ContainerRegistryPullOnly; ECR User
 Guide, "IAM permissions required to sync an upstream registry"), and a
 ConfigMap in the training namespace that tells `bootstrap submit` and
 `bootstrap validate` where cached images are. Deleting the rule first

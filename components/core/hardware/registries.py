@@ -5,7 +5,7 @@ add-ons" (add-ons-images): most regions use account 602401143452; the
 regions below use their own account. Cross-checked with awslabs/amazon-eks-ami
 templates/al2/runtime/get-ecr-uri.sh, which also gives ap-east-2 its own host
 (the guide's row for it names ap-east-1, a typo) and adds ap-southeast-5.
-Nodes pull with the node role's AmazonEC2ContainerRegistryReadOnly policy.
+Nodes pull with the node role's AmazonEC2ContainerRegistryPullOnly policy.
 """
 
 from __future__ import annotations
