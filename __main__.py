@@ -16,7 +16,7 @@ from components.aws.storage import Storage, StorageArgs
 from components.core import system_nodes
 from components.core.config.values import is_admin
 from components.core.observability import access, dashboards
-from components.core.planning import cost
+from components.core.planning import cost, efa_env
 from components.core.problems import ConfigError, raise_problems
 from components.hooks import HookSettings, StackHooks
 from components.kubernetes.autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
@@ -50,6 +50,8 @@ if kept_bucket is not None and kept_bucket.region != cfg.region:
                     "to it across regions, and its traffic bypasses the VPC's S3 endpoint (transfer charges)")
 if (warning := system_nodes.image_disk_warning(cfg)) is not None:
     pulumi.log.warn(warning)
+for warning in efa_env.env_warnings(cfg):  # a job env that takes NCCL off EFA: the key and what it costs
+    pulumi.log.warn(warning)
 name = cfg.cluster_name
 # Registered on every run (destroy included): export to S3 before unlinking, bucket guard, leftover ENIs.
 hooks = StackHooks(HookSettings.of(cfg))
@@ -75,7 +77,8 @@ job_identity = JobIdentity(f"{name}-job-identity", JobIdentityArgs(
 node_groups = NodeGroupSettings(
     cluster_name=cluster.name, kubernetes_version=cfg.kubernetes_version,
     ami_release_version=cfg.versions.ami_release_version, subnet_id=network.gpu_subnet_id,
-    node_role_arn=cluster.node_role.arn, tags=cfg.tags, depends_on=cluster.node_prerequisites, paused=cfg.paused)
+    node_role_arn=cluster.node_role.arn, hooks=hooks, tags=cfg.tags, depends_on=cluster.node_prerequisites,
+    paused=cfg.paused)
 node_security_groups = [cluster.cluster_security_group_id, network.node_security_group_id]
 pools: dict[str, GpuNodePool | CpuNodePool] = {pool.name: GpuNodePool(f"{name}-{pool.name}", GpuNodePoolArgs(
     pool=pool, node_group=node_groups, vpc_id=network.vpc_id, security_group_ids=node_security_groups,
@@ -112,7 +115,7 @@ autoscaler = ClusterAutoscaler(f"{name}-autoscaler", ClusterAutoscalerArgs(
     metrics=monitoring is not None))
 operators = Operators(f"{name}-operators", OperatorsArgs(
     provider=cluster.provider, pools=cfg.gpu_pools, jobs=cfg.jobs, claim_name=volume.claim_name,
-    depends_on=[cluster.system_nodes], metrics_crds=metrics_crds))
+    image_cache=cache_base, depends_on=[cluster.system_nodes, *cached], metrics_crds=metrics_crds))
 queue = Queue(f"{name}-queue", QueueArgs(
     pools=cfg.all_pools, system_nodes=cfg.system_nodes, namespace=cfg.training_namespace,
     namespace_resource=cluster.training_namespace, provider=cluster.provider, stop_policy=cfg.stop_policy,

@@ -172,7 +172,8 @@ def test_a_larger_pool_changes_its_node_group_quota_and_cost_and_nothing_else(pr
     result = plan_diff.compare(old, new)
     assert (result.added, result.removed) == ([], [])
     assert {c.row["name"]: [p for p, _, _ in c.properties] for c in result.changed} == {
-        "gpucluster-prod-h100-node-group": ["scalingConfig.maxSize"],
+        # The bounds reach the deployed group through its scaling tag and the hook (node_updates).
+        "gpucluster-prod-h100-node-group": ["scalingConfig.maxSize", "tags.gpucluster.io/scaling"],
         "gpucluster-prod-queue-cluster-queue": [
             f"spec.resourceGroups[0].flavors[1].resources[{i}].nominalQuota" for i in range(5)],
         # Prometheus is sized for every pool at maxNodes: four more p5 nodes' series.

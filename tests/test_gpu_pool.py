@@ -15,13 +15,14 @@ import yaml
 from bootstrap.offline import mocks
 from components.aws.gpu_pool import GpuNodePool, GpuNodePoolArgs
 from components.aws.lookups import Reservation, reservation_problems
-from components.aws.node_group import AUTOSCALED_PROPERTY, NodeGroupSettings
+from components.aws.node_group import SCALING_PROPERTY, NodeGroupSettings
 from components.core import config, versions
 from components.core.config import GpuPoolConfig
 from components.core.hardware import catalog
 from components.core.kube import nodepool
 from components.core.problems import ConfigError
 from components.core.stack_config import parse as parse_stack
+from components.hooks import SCALING_HOOK, HookSettings, HookWork, StackHooks
 from tests.conftest import stack_config, stack_raw
 
 GPU_ZONE = "us-east-1a"
@@ -229,12 +230,14 @@ def answer_capacity_blocks(monkeypatch) -> None:
 
 def pools_program(cfg: config.StackConfig):
     def program():
+        hooks = StackHooks(HookSettings.of(cfg), HookWork(HookSettings.of(cfg), session=lambda: None))
         for p in cfg.gpu_pools:
             GpuNodePool(p.name, GpuNodePoolArgs(
                 pool=p, node_group=NodeGroupSettings(
                     cluster_name=cfg.cluster_name, kubernetes_version=cfg.kubernetes_version,
                     ami_release_version=cfg.versions.ami_release_version, subnet_id=GPU_SUBNET,
-                    node_role_arn="arn:aws:iam::000000000000:role/nodes", tags=cfg.tags),
+                    node_role_arn="arn:aws:iam::000000000000:role/nodes", hooks=hooks, tags=cfg.tags,
+                    paused=cfg.paused),
                 vpc_id="vpc-0gpucluster0000000", security_group_ids=list(BASE_SGS)))
     return program
 
@@ -378,7 +381,9 @@ def test_node_group_contract(pools):
         assert "diskSize" not in i  # the launch template sizes the disk
         template = resource(recording, name, "launch-template")
         assert i["launchTemplate"] == {"id": template.id, "version": "1"}
-        assert ng.ignore_changes == [AUTOSCALED_PROPERTY] == ["scalingConfig.desiredSize"]
+        # The provider never sends scalingConfig after creation; the hook sets the bounds before any update.
+        assert ng.ignore_changes == [SCALING_PROPERTY] == ["scalingConfig"]
+        assert ng.hooks == {"before_update": [SCALING_HOOK]}
         assert ng.parent == recording.named(name).urn
 
 

@@ -118,8 +118,9 @@ def test_a_retained_bucket_has_no_guard_and_a_deletable_one_does(prod, dev):
 
 def test_no_other_resource_has_hooks(prod):
     hooked = {r.type for r in prod.resources if r.hooks}
+    # The pools' node groups: their bounds hook before an update (components.hooks.node_scaling).
     assert hooked == {DRA, FSX, "aws:ec2/subnet:Subnet", "aws:eks/cluster:Cluster",
-                      "aws:ecr/pullThroughCacheRule:PullThroughCacheRule"}
+                      "aws:ecr/pullThroughCacheRule:PullThroughCacheRule", "aws:eks/nodeGroup:NodeGroup"}
 
 
 # -- the bucket a previous destroy kept ------------------------------------------------------

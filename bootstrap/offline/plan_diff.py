@@ -1,4 +1,5 @@
-"""What changes between two offline plans (`plan --json` outputs): added, removed, replaced, updated; as Markdown."""
+"""What changes between two offline plans (`plan --json` outputs): added, removed, replaced, updated, and the
+node groups whose nodes a `pulumi up` would restart; as Markdown."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from bootstrap.offline import replacements
+from components.core.kube.nodepool import POOL_LABEL, ROLE_LABEL
+from components.core.node_updates import ROLL_NOTE
 
 OPTIONS = ("protect", "retainOnDelete", "deleteBeforeReplace", "ignoreChanges", "replaceOnChanges", "importId",
            "hooks")
@@ -31,12 +34,22 @@ class Changed:
 
 
 @dataclass
+class Restart:
+    """A node group that stays but gets every node replaced (replacements.restarts_nodes)."""
+
+    group: str  # the pool's name, "system nodes", or the node group's resource name
+    node_group: str
+    causes: list[str]  # "`path` of launch template `name`", "`releaseVersion`"
+
+
+@dataclass
 class PlanDiff:
     old: dict[str, Any]
     new: dict[str, Any]
     added: list[dict[str, Any]]
     removed: list[dict[str, Any]]
     changed: list[Changed]
+    restarts: list[Restart] = field(default_factory=list)
 
     @property
     def cost_changed(self) -> bool:
@@ -113,7 +126,40 @@ def compare(old: dict[str, Any], new: dict[str, Any]) -> PlanDiff:
             n["type"], p, was, now, n.get("replaceOnChanges") or [])]
         changed.append(Changed(n, properties, options, replaced_by))
     return PlanDiff(old, new, added=[after[u] for u in sorted(set(after) - set(before))],
-                    removed=[before[u] for u in sorted(set(before) - set(after))], changed=changed)
+                    removed=[before[u] for u in sorted(set(before) - set(after))], changed=changed,
+                    restarts=node_restarts(new, changed))
+
+
+NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
+
+
+def node_restarts(new: dict[str, Any], changed: list[Changed]) -> list[Restart]:
+    """Node groups that stay while a change replaces all their nodes: their own version or release, or a new
+    version of the launch template they follow (a node group takes the template's outputs: its dependency)."""
+    groups = {r["urn"]: r for r in new["resources"] if r["type"] == NODE_GROUP}
+    replaced = {c.row["urn"] for c in changed if c.replaced}
+    causes: dict[str, list[str]] = {}
+    for c in changed:
+        if c.replaced:
+            continue
+        paths = [p for p, _, _ in c.properties if replacements.restarts_nodes(c.row["type"], p)]
+        if not paths:
+            continue
+        if c.row["type"] == NODE_GROUP:
+            causes.setdefault(c.row["urn"], []).extend(f"`{p}`" for p in paths)
+            continue
+        for urn, group in groups.items():
+            if c.row["urn"] in (group.get("dependencies") or []) and urn not in replaced:
+                causes.setdefault(urn, []).extend(f"`{p}` of launch template `{c.row['name']}`" for p in paths)
+    return sorted((Restart(_group_label(groups[urn]), groups[urn]["name"], found) for urn, found in causes.items()),
+                  key=lambda r: (r.group, r.node_group))
+
+
+def _group_label(row: dict[str, Any]) -> str:
+    labels = (row.get("inputs") or {}).get("labels") or {}
+    if POOL_LABEL in labels:
+        return str(labels[POOL_LABEL])
+    return "system nodes" if labels.get(ROLE_LABEL) == "system" else row["name"]
 
 
 def _short(value: Any) -> str:
@@ -152,6 +198,11 @@ def render(diff: PlanDiff) -> str:
         out += ["", "> [!WARNING]", "> These replacements cost data or running jobs:"]
         out += [f"> - {_label(c.row)}: {replacements.DATA_OR_JOBS[c.row['type']]} (because of "
                 f"{', '.join(f'`{p}`' for p in c.replaced_by)})" for c in grave]
+    if diff.restarts:
+        out += ["", "> [!WARNING]", "> EKS drains and replaces every node of these node groups, up to maxUnavailable at a "
+                "time (a new launch template version, AMI release or Kubernetes version): apply between runs:"]
+        out += [f"> - {r.group}: {ROLL_NOTE} (node group `{r.node_group}`; because of {', '.join(r.causes)})"
+                for r in diff.restarts]
     if replaced:
         out += ["", "### Replaced"]
         for c in replaced:

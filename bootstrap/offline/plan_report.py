@@ -12,7 +12,7 @@ from typing import Any
 
 from bootstrap import stackfile
 from bootstrap.offline import mocks
-from components.core import config
+from components.core import config, node_updates
 from policy.rules import check_recording
 
 SECRET = "[secret]"
@@ -231,6 +231,7 @@ def build_report(cfg: config.StackConfig, recording: mocks.Recording, standins: 
         "gpuPools": pool_rows(cfg),
         "cpuPools": cpu_pool_rows(cfg),
         "storage": storage_summary(cfg),
+        "laterUps": node_updates.later_ups(),
         "jobIdentity": job_identity_summary(cfg, recording),
         "timeToReady": time_to_ready(cfg),
         "jobs": (jobs := job_rows(cfg)),

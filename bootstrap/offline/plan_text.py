@@ -7,6 +7,7 @@ from typing import Any
 
 from bootstrap.offline import mocks
 from bootstrap.offline.plan_report import integral
+from components.core.node_updates import ROLL_NOTE
 from components.core.planning import ps_sizing, startup
 
 # EC2 User Guide, "Spot Instance interruption notices"; README, Spot.
@@ -106,6 +107,7 @@ def render(report: dict[str, Any], tree: list[str]) -> str:
                        "capacity")
         if p["interruptible"]:
             out.append(SPOT_NOTE)
+    out += _later_ups(report.get("laterUps"))
     s = report["storage"]
     tier = f", {s['throughputPerTiB']} MB/s/TiB" if s["throughputPerTiB"] else ""
     out += ["", "Storage",
@@ -230,6 +232,17 @@ def _monitoring(m: dict[str, Any] | None) -> list[str]:
                                      f"~${cost['amp']:.2f}/h at maxNodes" if m["remoteWrite"] == "amp" else "off"))
     out += [f"  {name}: {command}" for name, command in m["portForward"].items()]
     return out
+
+
+def _later_ups(later: dict[str, list[str]] | None) -> list[str]:
+    """Which config changes restart a deployed pool's nodes (components.core.node_updates)."""
+    if not later:
+        return []
+    return ["", "Later `pulumi up`s of the deployed stack",
+            f"  {ROLL_NOTE}: every node of a pool is replaced (a new launch template version or AMI release) "
+            f"when its {', '.join(later['restartGpuPoolKeys'])} (CPU pools: {', '.join(later['restartCpuPoolKeys'])}) "
+            f"or the stack's {', '.join(later['restartStackKeys'])} change; `bootstrap diff` names each one",
+            f"  in place, the pools' nodes stay: {', '.join(later['inPlace'])} (tags reach nodes launched after the change)"]
 
 
 def _duration(seconds: int) -> str:

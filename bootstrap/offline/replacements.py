@@ -44,7 +44,8 @@ REPLACE_ON: dict[str, tuple[str, ...]] = {
     "aws:ec2/vpcEndpoint:VpcEndpoint": ("serviceName", "vpcEndpointType", "vpcId"),
     "aws:ec2/placementGroup:PlacementGroup": ("name", "strategy", "partitionCount", "spreadLevel"),
     "aws:ec2/launchTemplate:LaunchTemplate": ("name", "namePrefix"),
-    "aws:autoscaling/tag:Tag": ("autoscalingGroupName", "tag"),
+    # Only the key: a value or propagateAtLaunch changes in place (autoscaling/group_tag.go).
+    "aws:autoscaling/tag:Tag": ("autoscalingGroupName", "tag.key"),
     "aws:kms/key:Key": ("keySpec", "customerMasterKeySpec", "keyUsage", "multiRegion"),
     "aws:kms/alias:Alias": ("name", "namePrefix"),
     "aws:cloudwatch/logGroup:LogGroup": ("name", "namePrefix", "logGroupClass"),
@@ -77,6 +78,32 @@ DATA_OR_JOBS: dict[str, str] = {
     "kubernetes:kubeflow.org/v2beta1:MPIJob": "the job restarts",
     "kubernetes:trainer.kubeflow.org/v1alpha1:TrainJob": "the job restarts",
 }
+
+
+# What replaces every node of a managed node group that itself stays: UpdateNodegroupVersion, which
+# the provider calls when launch_template (its version), release_version or version changes
+# (eks/node_group.go, resourceNodeGroupUpdate), drains and replaces each node, up to maxUnavailable at
+# a time (EKS User Guide, "Understand each phase of node updates"). The node group follows its launch
+# template's latest version, so any input of the template that makes a new version restarts the nodes:
+# every one but these (ec2/ec2_launch_template.go, resourceLaunchTemplateUpdate: tags are set on the
+# template, default_version picks a version; name and name_prefix replace it).
+NODE_GROUP_ROLLS = ("launchTemplate.version", "releaseVersion", "version")
+LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
+TEMPLATE_WITHOUT_VERSION = ("tags", "tagsAll", "defaultVersion", "updateDefaultVersion", "name", "namePrefix")
+
+
+def _under(path: str, prefixes) -> bool:
+    return any(path == p or path.startswith((f"{p}.", f"{p}[")) for p in prefixes)
+
+
+def restarts_nodes(type_: str, path: str) -> bool:
+    """Whether changing input `path` of a resource of `type_` replaces the nodes of the node groups
+    that use it (a launch template's) or that it is (a node group's)."""
+    if type_ == LAUNCH_TEMPLATE:
+        return not _under(path, TEMPLATE_WITHOUT_VERSION)
+    if type_ == "aws:eks/nodeGroup:NodeGroup":
+        return _under(path, NODE_GROUP_ROLLS)
+    return False
 
 
 def forces_replacement(type_: str, path: str, old, new, replace_on_changes: list[str]) -> bool:

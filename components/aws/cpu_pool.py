@@ -48,7 +48,8 @@ class CpuNodePool(pulumi.ComponentResource):
             vpc_security_group_ids=list(args.security_group_ids),
             metadata_options=dict(ng.METADATA_OPTIONS),
             block_device_mappings=ng.root_volume(pool.root_volume_gib),
-            tag_specifications=[{"resource_type": kind, "tags": tags("node")} for kind in ("instance", "volume")],
+            # The Name only: the stack's tags reach the nodes from the Auto Scaling group (node_group.instance_tags).
+            tag_specifications=ng.node_tag_specifications(name),
             tags=tags("launch-template"),
             opts=pulumi.ResourceOptions(parent=self),
         )

@@ -145,7 +145,8 @@ class GpuNodePool(pulumi.ComponentResource):
             block_device_mappings=ng.root_volume(pool.root_volume_gib),
             instance_type=pool.instance_type if capacity_block else None,
             user_data=nodepool.user_data_base64(pool),
-            tag_specifications=[{"resource_type": kind, "tags": tags("node")} for kind in ("instance", "volume")],
+            # The Name only: the stack's tags reach the nodes from the Auto Scaling group (node_group.instance_tags).
+            tag_specifications=ng.node_tag_specifications(name),
             tags=tags("launch-template"),
             opts=child,
             **capacity_options(pool),

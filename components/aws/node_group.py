@@ -1,9 +1,15 @@
 """What every pool's managed node group has in common, GPU or CPU: the launch template's
-metadata and root volume, the node group itself, and the autoscaler's node template on
-its Auto Scaling group. components/aws/gpu_pool.py and cpu_pool.py add what differs."""
+metadata, root volume and node tags, the node group itself with its bounds hook, and the
+autoscaler's node template and the stack's tags on its Auto Scaling group.
+components/aws/gpu_pool.py and cpu_pool.py add what differs.
+
+Only what must be in the launch template is: the node group follows the template's latest
+version, and a new version replaces every node of the pool (components.core.node_updates).
+The stack's tags reach the instances from the Auto Scaling group instead (instance_tags)."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -11,7 +17,9 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
+from components.core import node_updates
 from components.core.kube import nodepool
+from components.hooks import StackHooks
 
 # The EKS-optimized AL2023 AMI without GPU drivers: system nodes and CPU pools, of the same release as the
 # GPU pools' NVIDIA AMI (amazon-eks-ami releases every variant under one release version; EKS User Guide,
@@ -33,9 +41,11 @@ ROOT_VOLUME_THROUGHPUT_MIBPS = 500
 METADATA_OPTIONS = {"http_endpoint": "enabled", "http_tokens": "required", "http_put_response_hop_limit": 1}
 
 # The autoscaler owns the node count once the group exists (EKS User Guide,
-# "Scale cluster compute with Karpenter and Cluster Autoscaler"); the path is
-# the engine's camelCase property path.
-AUTOSCALED_PROPERTY = "scalingConfig.desiredSize"
+# "Scale cluster compute with Karpenter and Cluster Autoscaler"), and the
+# bounds reach an existing group through the scaling tag and the hook, never
+# the provider (components.core.node_updates): the whole block is
+# ignored after creation. The engine's camelCase property path.
+SCALING_PROPERTY = "scalingConfig"
 
 
 def root_volume(size_gib: int) -> list[dict[str, Any]]:
@@ -46,6 +56,15 @@ def root_volume(size_gib: int) -> list[dict[str, Any]]:
                 "iops": ROOT_VOLUME_IOPS, "throughput": ROOT_VOLUME_THROUGHPUT_MIBPS,
                 "delete_on_termination": "true"},
     }]
+
+
+def node_tag_specifications(name: str) -> list[dict[str, Any]]:
+    """The launch template's tags for each node and its volumes: the `Name` only, which never changes.
+
+    The stack's tags are not here: a change of them would make a new template version and
+    replace every node (instance_tags puts them on the instances instead).
+    """
+    return [{"resource_type": kind, "tags": {"Name": f"{name}-node"}} for kind in ("instance", "volume")]
 
 
 def asg_name(resources: Any) -> str | None:
@@ -61,6 +80,13 @@ def tag_slug(key: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", key.removeprefix(f"{nodepool.NODE_TEMPLATE_PREFIX}/"))
 
 
+def tag_name_part(key: str) -> str:
+    """A resource-name part for a stack tag key, distinct per key and stable whatever other keys exist:
+    the key itself when it is already a slug, else its slug and a digest of it (`a/b` beside `a-b`)."""
+    slug = tag_slug(key)
+    return slug if slug == key else f"{slug}-{hashlib.sha256(key.encode()).hexdigest()[:8]}"
+
+
 @dataclass(frozen=True)
 class NodeGroupSettings:
     """The stack-wide part of a pool's node group: where and with which AMI release it runs."""
@@ -70,6 +96,7 @@ class NodeGroupSettings:
     ami_release_version: str  # gpucluster:versions.amiReleaseVersion
     subnet_id: pulumi.Input[str]  # the GPU zone's private subnet: one zone for every pool
     node_role_arn: pulumi.Input[str]
+    hooks: StackHooks  # the bounds hook every node group binds (apply_node_group_scaling)
     tags: dict[str, str] = field(default_factory=dict)
     depends_on: list[pulumi.Resource] = field(default_factory=list)  # e.g. core add-ons, node role policies
     paused: bool = False  # gpucluster:paused: the floor drops to 0 so idle nodes can all go
@@ -84,11 +111,13 @@ class AutoscaledGroup:
 def autoscaled_node_group(name: str, pool: nodepool.Pool, settings: NodeGroupSettings, ami_type: str,
                           template: aws.ec2.LaunchTemplate, instance_types: list[str] | None,
                           parent: pulumi.Resource) -> AutoscaledGroup:
-    """The pool's EKS managed node group, `<name>-node-group`, from its launch template, and the
-    autoscaler's node template on its Auto Scaling group (node_template_tags)."""
+    """The pool's EKS managed node group, `<name>-node-group`, from its launch template; on its Auto
+    Scaling group the autoscaler's node template (node_template_tags) and the stack's tags for its
+    instances (instance_tags)."""
     group = _managed_node_group(name, pool, settings, ami_type, template, instance_types, parent)
     asg = group.resources.apply(asg_name)
     node_template_tags(name, pool, asg, parent)
+    instance_tags(name, settings.tags, asg, parent)
     return AutoscaledGroup(group.node_group_name, asg)
 
 
@@ -96,7 +125,7 @@ def _managed_node_group(name: str, pool: nodepool.Pool, settings: NodeGroupSetti
                         template: aws.ec2.LaunchTemplate, instance_types: list[str] | None,
                         parent: pulumi.Resource) -> aws.eks.NodeGroup:
     node_group_tags = pulumi.Output.from_input(settings.cluster_name).apply(
-        lambda cluster: {**settings.tags, **nodepool.autoscaler_tags(pool, cluster)})
+        lambda cluster: {**settings.tags, **node_updates.node_group_tags(pool, cluster, settings.paused)})
     return aws.eks.NodeGroup(
         f"{name}-node-group",
         cluster_name=settings.cluster_name,
@@ -120,8 +149,10 @@ def _managed_node_group(name: str, pool: nodepool.Pool, settings: NodeGroupSetti
         labels=nodepool.node_labels(pool),
         taints=[{"key": t.key, "value": t.value, "effect": t.eks_effect} for t in nodepool.node_taints(pool)],
         tags=node_group_tags,
+        # Before any update (a new scaling tag among them), the hook gives the group the pool's bounds.
         opts=pulumi.ResourceOptions(parent=parent, depends_on=list(settings.depends_on),
-                                    ignore_changes=[AUTOSCALED_PROPERTY]),
+                                    ignore_changes=[SCALING_PROPERTY],
+                                    hooks=StackHooks.before_update(settings.hooks.apply_node_group_scaling)),
     )
 
 
@@ -137,4 +168,22 @@ def node_template_tags(name: str, pool: nodepool.Pool, asg: pulumi.Output[str], 
     for key, value in nodepool.node_template_tags(pool).items():
         aws.autoscaling.Tag(f"{name}-asg-tag-{tag_slug(key)}", autoscaling_group_name=asg,
                             tag={"key": key, "value": value, "propagate_at_launch": False},
+                            opts=pulumi.ResourceOptions(parent=parent))
+
+
+def instance_tags(name: str, tags: dict[str, str], asg: pulumi.Output[str], parent: pulumi.Resource) -> None:
+    """The stack's tags on the Auto Scaling group, propagated to the instances it launches.
+
+    Not in the launch template: there a changed tag is a new template version, and the node group
+    replaces every node for it. An Auto Scaling group's tag with PropagateAtLaunch goes on each
+    instance launched after it is set; running instances keep what they have until they are
+    replaced, and volumes get none (EC2 Auto Scaling User Guide, "Tag Auto Scaling groups and
+    instances"). A managed node group's own tags reach neither ("Node group tags do not propagate
+    to any other resources associated with the node group": EKS API Reference, Nodegroup). A value
+    changes in place (terraform-provider-aws autoscaling/group_tag.go: only tag.key forces a new
+    resource).
+    """
+    for key, value in tags.items():
+        aws.autoscaling.Tag(f"{name}-instance-tag-{tag_name_part(key)}", autoscaling_group_name=asg,
+                            tag={"key": key, "value": value, "propagate_at_launch": True},
                             opts=pulumi.ResourceOptions(parent=parent))

@@ -1,4 +1,5 @@
-"""The program's resource hooks: what runs against AWS before Pulumi deletes something that holds data.
+"""The program's resource hooks: what runs against AWS before Pulumi deletes something that holds data (and
+before it updates a node group: its bounds).
 
 - `export_to_s3` (before a data repository association is deleted): export
   the file system to S3 and wait for it; a failed or timed-out export fails
@@ -13,6 +14,11 @@
   nodes): Prometheus's EBS volume, if the CSI driver left it, would bill on.
 - `delete_cached_images` (before the ECR pull-through cache rule is
   deleted): the repositories it created would stay and bill for storage.
+  Node groups are deleted in parallel, so `bootstrap destroy` sweeps the
+  prefix again once the destroy has ended (bootstrap.deployed.teardown).
+- `apply_node_group_scaling` (before a pool's node group is updated): the
+  pool's minNodes and maxNodes, set on the group with desiredSize moved only
+  into them (node_scaling: the provider would send a stale desiredSize).
 
 Pulumi runs before-delete hooks only when the program runs with the
 operation, so plain `pulumi destroy` refuses and asks for `--run-program`;
@@ -32,8 +38,9 @@ from typing import Any
 
 import pulumi
 
+from components.core import node_updates
 from components.core.config import StackConfig
-from components.hooks import bucket_guard, fsx_export, image_cache, leaked_enis, metrics_volumes
+from components.hooks import bucket_guard, fsx_export, image_cache, leaked_enis, metrics_volumes, node_scaling
 from components.hooks.session import aws_session
 
 EXPORT_HOOK = "gpucluster-export-fsx-to-s3"
@@ -42,6 +49,7 @@ BUCKET_HOOK = "gpucluster-keep-bucket-data"
 ENI_HOOK = "gpucluster-release-leaked-enis"
 VOLUMES_HOOK = "gpucluster-release-metrics-volumes"
 IMAGES_HOOK = "gpucluster-delete-cached-images"
+SCALING_HOOK = "gpucluster-apply-node-group-scaling"
 # `python -m bootstrap destroy --skip-export` sets it: delete the file system unexported.
 SKIP_EXPORT_ENV = "GPUCLUSTER_SKIP_FSX_EXPORT"
 # A file system can only be deleted once its tasks end; give a running one (ours ended already) this long.
@@ -114,6 +122,17 @@ class HookWork:
         prefix = _value(args.old_inputs, "ecrRepositoryPrefix") or args.id
         image_cache.delete_cached_images(self._session().client("ecr"), prefix, log=self._log)
 
+    def apply_scaling_now(self, args: pulumi.ResourceHookArgs) -> None:
+        # The bounds from the new scaling tag (scalingConfig itself is ignored, so new_inputs holds the
+        # old one); the names from the old outputs, else the id "<cluster>:<node group>".
+        tag = (_value(args.new_inputs, "tags") or {}).get(node_updates.SCALING_TAG)
+        min_size, max_size = node_updates.parse_scaling_tag(tag)
+        cluster, _, nodegroup = str(args.id).partition(":")
+        node_scaling.apply_scaling(self._session().client("eks"),
+                                   _value(args.old_outputs, "clusterName") or cluster,
+                                   _value(args.old_outputs, "nodeGroupName") or nodegroup,
+                                   min_size, max_size, log=self._log)
+
 
 class StackHooks:
     """The named hooks of one program run, registered with the engine, for components to bind."""
@@ -126,10 +145,15 @@ class StackHooks:
         self.release_leaked_enis = pulumi.ResourceHook(ENI_HOOK, _in_thread(self.work.release_enis_now))
         self.release_metrics_volumes = pulumi.ResourceHook(VOLUMES_HOOK, _in_thread(self.work.release_volumes_now))
         self.delete_cached_images = pulumi.ResourceHook(IMAGES_HOOK, _in_thread(self.work.delete_images_now))
+        self.apply_node_group_scaling = pulumi.ResourceHook(SCALING_HOOK, _in_thread(self.work.apply_scaling_now))
 
     @staticmethod
     def before_delete(*hooks: pulumi.ResourceHook) -> pulumi.ResourceHookBinding:
         return pulumi.ResourceHookBinding(before_delete=list(hooks))
+
+    @staticmethod
+    def before_update(*hooks: pulumi.ResourceHook) -> pulumi.ResourceHookBinding:
+        return pulumi.ResourceHookBinding(before_update=list(hooks))
 
 
 def _in_thread(work: Callable[[pulumi.ResourceHookArgs], None]) -> Callable[[pulumi.ResourceHookArgs], Any]:

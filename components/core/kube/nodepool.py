@@ -94,9 +94,9 @@ Pool = GpuPoolConfig | CpuPoolConfig
 def scaling_config(pool: Pool, paused: bool = False) -> dict[str, int]:
     """The managed node group's sizes. Paused, the floor is 0 so the autoscaler can give every node back.
 
-    Only min_size moves (UpdateNodegroupConfig, in place: no node is replaced);
-    desired_size is the initial size and the autoscaler's afterwards (gpu_pool
-    ignores later changes to it).
+    The provider uses them at creation only: desired_size is the initial size and
+    the autoscaler's afterwards; later min/max changes reach the group through
+    components.core.node_updates.scaling_tag and the node-scaling hook.
     """
     if paused:
         return {"min_size": 0, "desired_size": 0, "max_size": pool.max_nodes}
