@@ -143,10 +143,10 @@ def test_repeats_overlaps_and_more_than_40_cidrs_are_refused():
 
 
 def test_tags_leave_room_for_ours_and_keep_aws_s_lengths():
-    ours = 10  # dev's node group: 2 discovery tags and 8 node-template tags (no EFA)
+    ours = 12  # dev's pool's Auto Scaling group: EKS's 4 and 8 node-template tags (no EFA); the stack's go there too
     assert problems_of({"gpucluster:tags": {f"team{n}": "x" for n in range(50 - ours + 1)}}) == [
-        f"  - gpucluster:tags: has {50 - ours + 1} tags; with the program's {ours} on a GPU node group that is over "
-        f"AWS's 50 per resource: at most {50 - ours}"]
+        f"  - gpucluster:tags: has {50 - ours + 1} tags; with the program's {ours} on a pool's Auto Scaling group that "
+        f"is over AWS's 50 per resource: at most {50 - ours}"]
     assert stack_config("dev", {"gpucluster:tags": {f"team{n}": "x" for n in range(50 - ours)}})
     lines = problems_of({"gpucluster:tags": {"Name": "mine", "k" * 129: "v", "ok": "v" * 257}})
     assert "  - gpucluster:tags.Name: is set by the program on each resource (Name = <cluster>-<role>); remove it" \

@@ -169,3 +169,17 @@ def test_the_plan_says_what_restarts_nodes(run_stack):
     assert lines[1] == "Later `pulumi up`s of the deployed stack"
     assert lines[2].startswith("  nodes restart: running jobs stop: every node of a pool is replaced")
     assert "rootVolumeGiB" in lines[2] and "versions.amiReleaseVersion" in lines[2]
+
+
+def test_a_stack_tag_change_leaves_the_system_nodes_template_alone(run_stack):
+    """Launchers and parameter-server chiefs run on the system nodes: a tag must not replace them either."""
+    rec = run_stack("dev", {"gpucluster:tags": {"team": "llm"}})
+    template = rec.named("gpucluster-dev-system-launch-template")
+    assert template.inputs["tagSpecifications"] == [{"resourceType": kind, "tags": {"Name": "gpucluster-dev-system"}}
+                                                    for kind in ("instance", "volume")]
+    tag = rec.named("gpucluster-dev-system-instance-tag-team")
+    assert tag.inputs["tag"] == {"key": "team", "value": "llm", "propagateAtLaunch": True}
+    assert rec.depends_on(tag, rec.named("gpucluster-dev-system-nodes"))
+    untagged = run_stack("dev")
+    assert untagged.named("gpucluster-dev-system-launch-template").inputs["tagSpecifications"] == \
+        template.inputs["tagSpecifications"]

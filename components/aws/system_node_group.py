@@ -25,7 +25,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.aws import lookups
-from components.aws.node_group import METADATA_OPTIONS, ROOT_DEVICE, STANDARD_AMI_TYPE
+from components.aws.node_group import METADATA_OPTIONS, ROOT_DEVICE, STANDARD_AMI_TYPE, asg_name, instance_tags
 from components.core.config import StackConfig
 from components.core.hardware.zones import ZonePlan
 from components.core.kube.nodepool import SYSTEM_NODE_LABEL
@@ -69,7 +69,9 @@ def system_node_group(name: str, cfg: StackConfig, subnet_ids: list[pulumi.Input
         pulumi.log.warn(f"systemNodes: {warning}")
     sys_cfg = cfg.system_nodes
     child = pulumi.ResourceOptions(parent=parent)
-    node_tags = {**cfg.tags, "Name": f"{cfg.cluster_name}-system"}
+    # Only the name in the template: a stack tag there would make a new version, which replaces every system
+    # node (launchers and chiefs of running jobs). The stack's tags reach instances from the ASG (instance_tags).
+    node_tags = {"Name": f"{cfg.cluster_name}-system"}
     template = aws.ec2.LaunchTemplate(
         f"{name}-system-launch-template",
         description=f"system nodes of {cfg.cluster_name}",
@@ -100,4 +102,5 @@ def system_node_group(name: str, cfg: StackConfig, subnet_ids: list[pulumi.Input
         tags=cfg.tags,
         opts=pulumi.ResourceOptions(parent=parent, depends_on=depends_on),
     )
+    instance_tags(f"{name}-system", cfg.tags, group.resources.apply(asg_name), parent)
     return group, zone

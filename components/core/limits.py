@@ -2,8 +2,10 @@
 
 - Tags: at most 50 on a resource, ours included (EC2, EKS and Auto Scaling:
   "Tag naming limits and requirements", Tagging AWS Resources User Guide);
-  the node groups carry the most of ours, the autoscaler's node-template
-  tags. `Name` is ours on every resource that has one.
+  a pool's node group and its Auto Scaling group carry the most of ours:
+  the autoscaler's node-template tags, the node group's scaling tag, and on
+  the Auto Scaling group EKS's own beside the stack's, which reach the
+  instances from there. `Name` is ours on every resource that has one.
 - Node labels: ours (gpucluster.io/*, the EFA and accelerator labels) are
   what plugins, the autoscaler and jobs select on, so a pool may not set
   them; and kubelet may only set labels of kubernetes.io and k8s.io under
@@ -15,6 +17,7 @@
 
 from __future__ import annotations
 
+from components.core import node_updates
 from components.core.config import NAMESPACE, StackConfig
 from components.core.config.stack import entries
 from components.core.kube import launcher, nodepool
@@ -24,6 +27,9 @@ TAGS_PER_RESOURCE_MAX = 50
 OUR_TAG_KEYS = ("Name",)
 # The subnets' own: Name, the cluster's shared tag and the load balancer role (components.aws.network).
 SUBNET_TAGS = 3
+# EKS's on a managed node group's Auto Scaling group: eks:cluster-name, eks:nodegroup-name and the two
+# cluster-autoscaler discovery tags (EKS User Guide, "Managed node groups"). aws:-prefixed ones do not count.
+EKS_ASG_TAGS = 4
 OUR_LABEL_DOMAIN = "gpucluster.io"
 KUBELET_DOMAINS = ("kubernetes.io", "k8s.io")
 KUBELET_ALLOWED_PREFIXES = ("kubelet.kubernetes.io/", "node.kubernetes.io/")
@@ -38,9 +44,12 @@ def problems(cfg: StackConfig, valid: set[str]) -> list[Problem]:
 
 
 def ours_per_resource(cfg: StackConfig) -> int:
-    """The most tags the program itself puts on one resource (a GPU node group's, usually)."""
-    node_groups = [len(nodepool.autoscaler_tags(pool, cfg.cluster_name)) for _, pool in entries(cfg.gpu_pools)]
-    return max([SUBNET_TAGS, *node_groups])
+    """The most tags the program and EKS put on one resource beside the stack's: a pool's node group or its
+    Auto Scaling group, usually."""
+    pools = [pool for _, pool in [*entries(cfg.gpu_pools), *entries(cfg.cpu_pools)]]
+    node_groups = [len(node_updates.node_group_tags(pool, cfg.cluster_name)) for pool in pools]
+    asgs = [EKS_ASG_TAGS + len(nodepool.node_template_tags(pool)) for pool in pools]
+    return max([SUBNET_TAGS, *node_groups, *asgs])
 
 
 def _tag_problems(cfg: StackConfig) -> list[Problem]:
@@ -52,8 +61,8 @@ def _tag_problems(cfg: StackConfig) -> list[Problem]:
     ours = ours_per_resource(cfg)
     room = TAGS_PER_RESOURCE_MAX - ours
     if len(cfg.tags) > room:
-        out.append(Problem(f"{NAMESPACE}:tags", f"has {len(cfg.tags)} tags; with the program's {ours} on a GPU node "
-                                                f"group that is over AWS's {TAGS_PER_RESOURCE_MAX} per resource: at "
+        out.append(Problem(f"{NAMESPACE}:tags", f"has {len(cfg.tags)} tags; with the program's {ours} on a pool's "
+                                                f"Auto Scaling group that is over AWS's {TAGS_PER_RESOURCE_MAX} per resource: at "
                                                 f"most {room}"))
     return out
 
