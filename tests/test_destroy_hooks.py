@@ -16,6 +16,7 @@ from components.hooks import (
     FSX_TASKS_HOOK,
     IMAGES_HOOK,
     SKIP_EXPORT_ENV,
+    SWEEP_IMAGES_HOOK,
     VOLUMES_HOOK,
     HookSettings,
     HookWork,
@@ -168,7 +169,10 @@ def test_only_detached_metrics_volumes_of_this_cluster_are_deleted(aws):
 def test_the_cluster_carries_the_volume_hook_and_the_driver_the_tag(run_stack):
     rec = run_stack("dev")
     (cluster,) = rec.of_type("aws:eks/cluster:Cluster")
-    assert cluster.hooks == {"before_delete": [VOLUMES_HOOK]}
+    assert cluster.hooks == {"before_delete": [VOLUMES_HOOK, SWEEP_IMAGES_HOOK]}
+    # After every node group: they all depend on the cluster, so Pulumi deletes them first.
+    for group in rec.of_type("aws:eks/nodeGroup:NodeGroup"):
+        assert rec.depends_on(group, cluster), group.name
     (ebs,) = [a for a in rec.of_type("aws:eks/addon:Addon") if a.inputs["addonName"] == "aws-ebs-csi-driver"]
     import json
 
@@ -188,11 +192,14 @@ def test_hooks_have_stable_names_and_are_all_registered():
     mocks.run_program(stack_raw("dev"), "dev", program=program)
     hooks = registered[0]
     names = {hooks.export_to_s3.name, hooks.wait_for_fsx_tasks.name, hooks.keep_bucket_data.name,
-             hooks.release_leaked_enis.name, hooks.release_metrics_volumes.name, hooks.delete_cached_images.name}
+             hooks.release_leaked_enis.name, hooks.release_metrics_volumes.name, hooks.delete_cached_images.name,
+             hooks.sweep_cached_images.name}
     # The state records these names: renaming one orphans the hooks of deployed stacks.
-    assert names == {EXPORT_HOOK, FSX_TASKS_HOOK, BUCKET_HOOK, ENI_HOOK, VOLUMES_HOOK, IMAGES_HOOK} == {
+    assert names == {EXPORT_HOOK, FSX_TASKS_HOOK, BUCKET_HOOK, ENI_HOOK, VOLUMES_HOOK, IMAGES_HOOK,
+                     SWEEP_IMAGES_HOOK} == {
         "gpucluster-export-fsx-to-s3", "gpucluster-wait-for-fsx-tasks", "gpucluster-keep-bucket-data",
-        "gpucluster-release-leaked-enis", "gpucluster-release-metrics-volumes", "gpucluster-delete-cached-images"}
+        "gpucluster-release-leaked-enis", "gpucluster-release-metrics-volumes", "gpucluster-delete-cached-images",
+        "gpucluster-sweep-cached-images"}
 
 
 def test_settings_come_from_the_stack():
@@ -200,7 +207,9 @@ def test_settings_come_from_the_stack():
                                 "gpucluster:storage": {"bucketName": "kept-data", "exportTimeoutMinutes": 90}})
     assert HookSettings.of(cfg) == HookSettings(
         stack="prod", cluster_name="gpucluster-prod", region="us-east-1", profile="ml",
-        role_arn="arn:aws:iam::111122223333:role/x", export_timeout_minutes=90, adopted_bucket="kept-data")
+        role_arn="arn:aws:iam::111122223333:role/x", export_timeout_minutes=90, adopted_bucket="kept-data",
+        image_cache_prefix="gpucluster-prod")
+    assert HookSettings.of(stack_config("prod", {"gpucluster:imageCache": False})).image_cache_prefix is None
 
 
 def test_bucket_hook_reads_the_bucket_from_the_old_outputs(aws):
@@ -248,3 +257,21 @@ def test_export_hook_restores_the_configured_events_and_can_be_skipped(monkeypat
     monkeypatch.setenv(SKIP_EXPORT_ENV, "1")
     hooks.export_now(hook_args("dra-1", "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation", inputs))
     assert seen == {} and logs[-1] == f"dra-1: not exported to S3 ({SKIP_EXPORT_ENV}=1)"
+
+
+def test_the_cluster_s_hook_sweeps_what_a_last_pull_re_created(aws):
+    """Between the rule's hook and the last node's end, a pull re-created a repository: the cluster's hook,
+    which runs after every node group is gone, deletes it; other prefixes' repositories stay."""
+    ecr = aws.client("ecr")
+    for name in ("gpucluster-dev/deep-learning-containers/pytorch", "gpucluster-prod/deep-learning-containers/x",
+                 "team/app"):
+        ecr.create_repository(repositoryName=name)
+    logs: list[str] = []
+    work = HookWork(settings(image_cache_prefix="gpucluster-dev"), session=lambda: aws, log=logs.append)
+    work.sweep_images_now(hook_args(CLUSTER, "aws:eks/cluster:Cluster"))
+    left = sorted(r["repositoryName"] for r in ecr.describe_repositories()["repositories"])
+    assert left == ["gpucluster-prod/deep-learning-containers/x", "team/app"]
+    assert logs == ["image cache gpucluster-dev: deleted 1 cached repository"]
+    # With the cache off, nothing is touched.
+    HookWork(settings(), session=lambda: aws, log=logs.append).sweep_images_now(hook_args(CLUSTER, "x"))
+    assert len(ecr.describe_repositories()["repositories"]) == 2

@@ -173,7 +173,10 @@ class Cluster(pulumi.ComponentResource):
             tags=tags,
             opts=pulumi.ResourceOptions(
                 parent=self, depends_on=[log_group, *role_policies],
-                hooks=args.hooks.before_delete(args.hooks.release_metrics_volumes) if args.hooks else None),
+                # Every node group depends on the cluster: when it goes, no node is left to pull through the
+                # image cache and re-create a repository its rule's hook deleted.
+                hooks=args.hooks.before_delete(args.hooks.release_metrics_volumes, args.hooks.sweep_cached_images)
+                if args.hooks else None),
         )
 
         # Exactly the configured admins: who runs `pulumi` (a person, a CI role

@@ -14,8 +14,11 @@ before it updates a node group: its bounds).
   nodes): Prometheus's EBS volume, if the CSI driver left it, would bill on.
 - `delete_cached_images` (before the ECR pull-through cache rule is
   deleted): the repositories it created would stay and bill for storage.
-  Node groups are deleted in parallel, so `bootstrap destroy` sweeps the
-  prefix again once the destroy has ended (bootstrap.deployed.teardown).
+  Node groups are deleted in parallel, so a pull may re-create one:
+- `sweep_cached_images` (before the EKS cluster is deleted, after every
+  node group, which all depend on it): the cache's repositories again, now
+  that no node is left to pull; `bootstrap destroy` sweeps once more after
+  the destroy (bootstrap.deployed.teardown).
 - `apply_node_group_scaling` (before a pool's node group is updated): the
   pool's minNodes and maxNodes, set on the group with desiredSize moved only
   into them (node_scaling: the provider would send a stale desiredSize).
@@ -38,7 +41,7 @@ from typing import Any
 
 import pulumi
 
-from components.core import node_updates
+from components.core import images, node_updates
 from components.core.config import StackConfig
 from components.hooks import bucket_guard, fsx_export, image_cache, leaked_enis, metrics_volumes, node_scaling
 from components.hooks.session import aws_session
@@ -49,6 +52,7 @@ BUCKET_HOOK = "gpucluster-keep-bucket-data"
 ENI_HOOK = "gpucluster-release-leaked-enis"
 VOLUMES_HOOK = "gpucluster-release-metrics-volumes"
 IMAGES_HOOK = "gpucluster-delete-cached-images"
+SWEEP_IMAGES_HOOK = "gpucluster-sweep-cached-images"
 SCALING_HOOK = "gpucluster-apply-node-group-scaling"
 # `python -m bootstrap destroy --skip-export` sets it: delete the file system unexported.
 SKIP_EXPORT_ENV = "GPUCLUSTER_SKIP_FSX_EXPORT"
@@ -65,12 +69,14 @@ class HookSettings:
     role_arn: str | None
     export_timeout_minutes: int
     adopted_bucket: str | None
+    image_cache_prefix: str | None = None  # the pull-through cache's, when gpucluster:imageCache is on
 
     @classmethod
     def of(cls, cfg: StackConfig) -> HookSettings:
         return cls(stack=cfg.stack, cluster_name=cfg.cluster_name, region=cfg.region, profile=cfg.aws_profile,
                    role_arn=cfg.aws_role_arn, export_timeout_minutes=cfg.storage.export_timeout_minutes,
-                   adopted_bucket=cfg.storage.bucket_name)
+                   adopted_bucket=cfg.storage.bucket_name,
+                   image_cache_prefix=images.cache_prefix(cfg.cluster_name) if cfg.image_cache else None)
 
 
 def _value(mapping: Any, *path: str) -> Any:
@@ -122,6 +128,11 @@ class HookWork:
         prefix = _value(args.old_inputs, "ecrRepositoryPrefix") or args.id
         image_cache.delete_cached_images(self._session().client("ecr"), prefix, log=self._log)
 
+    def sweep_images_now(self, args: pulumi.ResourceHookArgs) -> None:
+        if self.settings.image_cache_prefix is not None:
+            image_cache.delete_cached_images(self._session().client("ecr"), self.settings.image_cache_prefix,
+                                             log=self._log)
+
     def apply_scaling_now(self, args: pulumi.ResourceHookArgs) -> None:
         # The bounds from the new scaling tag (scalingConfig itself is ignored, so new_inputs holds the
         # old one); the names from the old outputs, else the id "<cluster>:<node group>".
@@ -145,6 +156,7 @@ class StackHooks:
         self.release_leaked_enis = pulumi.ResourceHook(ENI_HOOK, _in_thread(self.work.release_enis_now))
         self.release_metrics_volumes = pulumi.ResourceHook(VOLUMES_HOOK, _in_thread(self.work.release_volumes_now))
         self.delete_cached_images = pulumi.ResourceHook(IMAGES_HOOK, _in_thread(self.work.delete_images_now))
+        self.sweep_cached_images = pulumi.ResourceHook(SWEEP_IMAGES_HOOK, _in_thread(self.work.sweep_images_now))
         self.apply_node_group_scaling = pulumi.ResourceHook(SCALING_HOOK, _in_thread(self.work.apply_scaling_now))
 
     @staticmethod
