@@ -210,8 +210,9 @@ def test_bad_stack_prints_every_problem_without_traceback(tmp_path):
         "  - gpucluster:kubernetesVersion: got '1.20'; allowed: 1.32, 1.33, 1.34, 1.35, 1.36",
         "  - gpucluster:gpuPools[0].maxNodes: got 2; must be >= minNodes (3)",
         "  - gpucluster:typo: unknown key; known keys: adminPrincipalArns, alertSlackWebhookUrl, clusterName, "
-        "cpuPools, deployerInVpc, gpuAvailabilityZone, gpuPools, imageCache, jobs, kubernetesVersion, network, observability, pauseMode, paused, prices, "
-        "publicAccessCidrs, storage, systemNodes, tags, trainingNamespace, versions",
+        "cpuPools, deployerInVpc, gpuAvailabilityZone, gpuPools, imageCache, jobPolicyArns, jobs, kubernetesVersion, "
+        "network, observability, pauseMode, paused, prices, publicAccessCidrs, storage, systemNodes, tags, "
+        "trainingNamespace, versions",
     ]
     assert result.stdout == ""
 

@@ -281,9 +281,13 @@ def test_csi_driver_add_on_uses_pod_identity(prod):
         "podIdentityAssociations": [{"roleArn": role.outputs["arn"], "serviceAccount": "fsx-csi-controller-sa"}],
         "tags": {"team": "ml"},
     }
-    assert json.loads(role.inputs["assumeRolePolicy"]) == {"Version": "2012-10-17", "Statement": [{
-        "Effect": "Allow", "Principal": {"Service": "pods.eks.amazonaws.com"},
-        "Action": ["sts:AssumeRole", "sts:TagSession"]}]}
+    (statement,) = json.loads(role.inputs["assumeRolePolicy"])["Statement"]
+    assert statement["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+    assert statement["Action"] == ["sts:AssumeRole", "sts:TagSession"]
+    # Only the add-on's association: kube-system/fsx-csi-controller-sa (EKS User Guide, pod-id-role).
+    tags = statement["Condition"]["StringEquals"]
+    assert tags["aws:RequestTag/kubernetes-namespace"] == "kube-system"
+    assert tags["aws:RequestTag/kubernetes-service-account"] == "fsx-csi-controller-sa"
     policy = prod.named("vol-csi-role-policy")
     assert policy.inputs["role"] == role.outputs["name"]
     assert json.loads(policy.inputs["policy"]) == {"Version": "2012-10-17", "Statement": [
