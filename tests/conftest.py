@@ -63,6 +63,32 @@ def run_mocked() -> Callable[..., mocks.Recording]:
     return run
 
 
+@pytest.fixture
+def moto_account(monkeypatch):
+    """An emulated AWS account (moto) with IAM's AWS-managed policies, and no profile of the machine's."""
+    from moto import mock_aws
+
+    for key, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
+                       ("MOTO_IAM_LOAD_MANAGED_POLICIES", "true")):
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    with mock_aws():
+        yield
+
+
+@pytest.fixture
+def moto_ecr(monkeypatch):
+    """The account's ECR in us-east-1, emulated (moto)."""
+    import boto3
+    from moto import mock_aws
+
+    for key, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
+                       ("AWS_DEFAULT_REGION", "us-east-1")):
+        monkeypatch.setenv(key, value)
+    with mock_aws():
+        yield boto3.client("ecr", region_name="us-east-1")
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """A skipped test is a failed one: everything a test needs is in the repository (tests/upstream)."""

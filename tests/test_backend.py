@@ -6,7 +6,6 @@ import json
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from bootstrap.account import github_oidc, state_backend
 from bootstrap.verbs import backend
@@ -15,13 +14,8 @@ BUCKET = "acme-pulumi-state"
 
 
 @pytest.fixture
-def aws(monkeypatch):
-    for key, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
-                       ("MOTO_IAM_LOAD_MANAGED_POLICIES", "true")):
-        monkeypatch.setenv(key, value)
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
-    with mock_aws():
-        yield
+def aws(moto_account):
+    return moto_account
 
 
 def run(capsys, *args: str) -> tuple[int, dict | str, str]:

@@ -194,12 +194,8 @@ def dev_state() -> list[dict]:
 
 
 @pytest.fixture
-def ecr(monkeypatch):
-    for key, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
-                       ("AWS_DEFAULT_REGION", "us-east-1")):
-        monkeypatch.setenv(key, value)
-    with mock_aws():
-        yield boto3.client("ecr", region_name="us-east-1")
+def ecr(moto_ecr):
+    return moto_ecr
 
 
 def test_destroy_sweeps_the_cache_again_once_no_node_is_left(tmp_path, dev_state, ecr):

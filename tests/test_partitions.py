@@ -8,7 +8,6 @@ import re
 import boto3
 import botocore.session
 import pytest
-from moto import mock_aws
 
 from bootstrap.offline import mocks
 from bootstrap.verbs import backend
@@ -81,17 +80,7 @@ def test_a_stack_in_govcloud_or_china_builds_every_arn_in_its_partition(monkeypa
     assert not any("is not in gpucluster:adminPrincipalArns" in m for _, m in rec.logs)
 
 
-@pytest.fixture
-def aws_env(monkeypatch):
-    for key, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
-                       ("MOTO_IAM_LOAD_MANAGED_POLICIES", "true")):
-        monkeypatch.setenv(key, value)
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
-    with mock_aws():
-        yield
-
-
-def test_the_state_backend_in_china_is_in_aws_cn(aws_env, capsys):
+def test_the_state_backend_in_china_is_in_aws_cn(moto_account, capsys):
     """moto keeps China's IAM apart (arn:aws-cn:iam::aws:policy/ReadOnlyAccess exists there, arn:aws:... not)."""
     code = backend.main(["--bucket", "acme-state", "--region", "cn-north-1", "--github-repo", "acme/gpu-infra",
                          "--json"])

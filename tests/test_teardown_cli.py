@@ -17,7 +17,6 @@ from types import SimpleNamespace
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from bootstrap import stackfile
 from bootstrap.deployed import automation, pausing, teardown
@@ -60,13 +59,9 @@ def dev_state() -> list[dict]:
 
 
 @pytest.fixture(autouse=True)
-def ecr(monkeypatch):
+def ecr(moto_ecr):
     """The account's ECR, emulated: what the destroy sweeps once no node is left."""
-    for key, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
-                       ("AWS_DEFAULT_REGION", "us-east-1")):
-        monkeypatch.setenv(key, value)
-    with mock_aws():
-        yield boto3.client("ecr", region_name="us-east-1")
+    return moto_ecr
 
 
 def repositories(ecr) -> list[str]:
