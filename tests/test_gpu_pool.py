@@ -383,7 +383,7 @@ def test_node_group_contract(pools):
         assert i["launchTemplate"] == {"id": template.id, "version": "1"}
         # The provider never sends scalingConfig after creation; the hook sets the bounds before any update.
         assert ng.ignore_changes == [SCALING_PROPERTY] == ["scalingConfig"]
-        assert ng.hooks == {"before_update": [SCALING_HOOK]}
+        assert ng.hooks == {"before_update": [SCALING_HOOK], "after_create": [SCALING_HOOK]}
         assert ng.parent == recording.named(name).urn
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 
+import pulumi
 import pytest
 
 from bootstrap import stackfile
@@ -183,3 +184,35 @@ def test_a_stack_tag_change_leaves_the_system_nodes_template_alone(run_stack):
     untagged = run_stack("dev")
     assert untagged.named("gpucluster-dev-system-launch-template").inputs["tagSpecifications"] == \
         template.inputs["tagSpecifications"]
+
+
+def test_instances_running_before_their_tag_existed_get_it(moto_account):
+    """The system nodes, a pool's minNodes, the nodes an update replaced: launched before the tag (which waits
+    for its node group), so PropagateAtLaunch misses them; the tag's hook tags them."""
+    import boto3
+
+    from components.hooks import INSTANCE_TAGS_HOOK, HookSettings, HookWork
+
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    autoscaling = boto3.client("autoscaling", region_name="us-east-1")
+    template = ec2.create_launch_template(LaunchTemplateName="system", LaunchTemplateData={
+        "ImageId": "ami-12c6146b", "InstanceType": "m7i.large"})["LaunchTemplate"]["LaunchTemplateId"]
+    autoscaling.create_auto_scaling_group(AutoScalingGroupName="eks-system-1", MinSize=2, MaxSize=2,
+                                          DesiredCapacity=2, AvailabilityZones=["us-east-1a"],
+                                          LaunchTemplate={"LaunchTemplateId": template})
+    settings = HookSettings(stack="dev", cluster_name="gpucluster-dev", region="us-east-1", profile=None,
+                            role_arn=None, export_timeout_minutes=60, adopted_bucket=None)
+    logs: list[str] = []
+    work = HookWork(settings, session=lambda: boto3.Session(region_name="us-east-1"), log=logs.append)
+    args = pulumi.ResourceHookArgs(urn="urn:tag", id="eks-system-1,team", name="gpucluster-dev-system-instance-tag-team",
+                                   type="aws:autoscaling/tag:Tag", new_inputs={
+                                       "autoScalingGroupName": "eks-system-1",
+                                       "tag": {"key": "team", "value": "llm", "propagateAtLaunch": True}})
+    work.tag_instances_now(args)
+    running = [i for r in ec2.describe_instances()["Reservations"] for i in r["Instances"]]
+    assert len(running) == 2
+    assert all({"Key": "team", "Value": "llm"} in i.get("Tags", []) for i in running)
+    assert logs == ["eks-system-1: tag team on 2 running instances"]
+    rec = mocks.run_program(stack_raw("dev", {"gpucluster:tags": {"team": "llm"}}), "dev")
+    for name in ("gpucluster-dev-system-instance-tag-team", "gpucluster-dev-dev-instance-tag-team"):
+        assert rec.named(name).hooks == {"after_create": [INSTANCE_TAGS_HOOK], "after_update": [INSTANCE_TAGS_HOOK]}

@@ -46,7 +46,7 @@ class FakeEks:
         self.sent: list[dict[str, int]] = []
 
     def describe_nodegroup(self, clusterName: str, nodegroupName: str) -> dict[str, Any]:
-        return {"nodegroup": {"scalingConfig": dict(self.scaling)}}
+        return {"nodegroup": {"status": "ACTIVE", "scalingConfig": dict(self.scaling)}}
 
     def update_nodegroup_config(self, clusterName: str, nodegroupName: str, scalingConfig: dict) -> dict[str, Any]:
         self.sent.append(dict(scalingConfig))
@@ -165,6 +165,21 @@ def test_resuming_raises_the_floor_again(eks_work):
     assert eks.scaling == {"minSize": 2, "maxSize": 4, "desiredSize": 2}
 
 
+def test_a_replaced_group_gets_the_pool_s_bounds_not_the_first_ones(eks_work):
+    """A change that replaces the group (its instance type, say) creates the new one from the ignored
+    scalingConfig as the state holds it, the first up's: paused or not, minNodes 2 then. The after-create
+    hook gives the new group the pool's bounds now."""
+    eks, work = eks_work(2, 4, 2)  # the replacement, as EKS created it from the state's scalingConfig
+    new = node_group({**pool(minNodes=2), "gpucluster:paused": True}, work)
+    assert new.hooks["after_create"] == [SCALING_HOOK]
+    args = pulumi.ResourceHookArgs(urn=new.urn, id=f"{CLUSTER}:{NODEGROUP}-new", name=new.name, type=new.type,
+                                   new_inputs=new.inputs, old_inputs=None, old_outputs=None,
+                                   new_outputs={"clusterName": CLUSTER, "nodeGroupName": f"{NODEGROUP}-new"})
+    work.apply_scaling_now(args)
+    assert eks.scaling == {"minSize": 0, "maxSize": 4, "desiredSize": 2}  # the floor paused; nodes the jobs hold stay
+    assert eks.sent == [{"minSize": 0, "maxSize": 4}]
+
+
 def test_an_unrelated_update_sends_no_scaling(eks_work):
     eks, work = eks_work(0, 4, 3)
     old = node_group(pool(), work)
@@ -178,7 +193,11 @@ def test_the_node_group_carries_its_bounds_as_a_tag_and_binds_the_hook(eks_work)
     group = node_group(pool(minNodes=1), work)
     assert group.inputs["scalingConfig"] == {"minSize": 1, "desiredSize": 1, "maxSize": 4}  # creation only
     assert group.ignore_changes == ["scalingConfig"]
-    assert group.hooks == {"before_update": [SCALING_HOOK]}
+    assert group.hooks == {"before_update": [SCALING_HOOK], "after_create": [SCALING_HOOK]}
+    # A rolling update of every node, one at a time, 20 minutes each, is not cut off at the provider's 60.
+    assert group.custom_timeouts == {"update": "80m"}
+    assert node_group(pool(maxNodes=16), work).custom_timeouts == {"update": "320m"}
+    assert node_group(pool(maxNodes=2), work).custom_timeouts == {"update": "60m"}
     assert group.inputs["tags"][node_updates.SCALING_TAG] == "min=1 max=4"
     paused = node_group({**pool(minNodes=1), "gpucluster:paused": True}, work)
     assert paused.inputs["tags"][node_updates.SCALING_TAG] == "min=0 max=4"
@@ -219,7 +238,7 @@ def update(status: str, errors: list | None = None) -> dict:
 def test_apply_scaling_waits_for_the_update():
     client, stub = eks_stub()
     names = {"clusterName": CLUSTER, "nodegroupName": NODEGROUP}
-    stub.add_response("describe_nodegroup", {"nodegroup": {"scalingConfig": {
+    stub.add_response("describe_nodegroup", {"nodegroup": {"status": "ACTIVE", "scalingConfig": {
         "minSize": 0, "maxSize": 4, "desiredSize": 0}}}, names)
     stub.add_response("update_nodegroup_config", update("InProgress"), {
         **names, "scalingConfig": {"minSize": 2, "maxSize": 4, "desiredSize": 2}})
@@ -238,7 +257,7 @@ def test_apply_scaling_waits_for_the_update():
 
 def test_a_failed_update_fails_the_hook():
     client, stub = eks_stub()
-    stub.add_response("describe_nodegroup", {"nodegroup": {"scalingConfig": {
+    stub.add_response("describe_nodegroup", {"nodegroup": {"status": "ACTIVE", "scalingConfig": {
         "minSize": 0, "maxSize": 4, "desiredSize": 0}}})
     stub.add_response("update_nodegroup_config", update("Failed", [
         {"errorCode": "AsgInstanceLaunchFailures", "errorMessage": "InsufficientInstanceCapacity"}]))
@@ -254,3 +273,23 @@ def test_a_lower_ceiling_says_which_nodes_go():
     assert logs[0] == (f"{CLUSTER}/{NODEGROUP}: maxNodes 4 is below the 6 nodes the group has: 2 of them are "
                        "terminated, with whatever runs on them")
     assert eks.scaling == {"minSize": 0, "maxSize": 4, "desiredSize": 4}
+
+
+def test_a_group_still_updating_is_waited_for_and_a_degraded_one_refused():
+    """A rolling update the provider stopped waiting for is still running: EKS would refuse a second one
+    (ResourceInUseException), so the hook waits for ACTIVE first."""
+    client, stub = eks_stub()
+    scaling = {"minSize": 0, "maxSize": 4, "desiredSize": 0}
+    stub.add_response("describe_nodegroup", {"nodegroup": {"status": "UPDATING", "scalingConfig": scaling}})
+    stub.add_response("describe_nodegroup", {"nodegroup": {"status": "ACTIVE", "scalingConfig": scaling}})
+    stub.add_response("update_nodegroup_config", update("Successful"))
+    logs, sleeps = [], []
+    with stub:
+        sent = node_scaling.apply_scaling(client, CLUSTER, NODEGROUP, 1, 4, log=logs.append, sleep=sleeps.append)
+    stub.assert_no_pending_responses()
+    assert sent == {"minSize": 1, "maxSize": 4, "desiredSize": 1} and sleeps == [node_scaling.POLL_SECONDS]
+    assert logs[0] == f"{CLUSTER}/{NODEGROUP}: waiting for the node group, UPDATING, to be ACTIVE before its new bounds"
+    client, stub = eks_stub()
+    stub.add_response("describe_nodegroup", {"nodegroup": {"status": "DEGRADED", "scalingConfig": scaling}})
+    with stub, pytest.raises(node_scaling.ScalingError, match="is DEGRADED, and EKS updates only an ACTIVE one"):
+        node_scaling.apply_scaling(client, CLUSTER, NODEGROUP, 1, 4, log=lambda _: None, sleep=lambda _: None)

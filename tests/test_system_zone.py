@@ -12,12 +12,14 @@ from tests.conftest import stack_raw
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 
 
-def run(monkeypatch, volume_zone: str | None, overrides: dict | None = None) -> mocks.Recording:
+def run(monkeypatch, volume_zone: str | None, overrides: dict | None = None,
+        group_zone: str | None = None) -> mocks.Recording:
     original = mocks.GpuClusterMocks.__init__
 
     def with_volume(self, region="us-east-1"):
         original(self, region)
         self.metrics_volume_zone = volume_zone
+        self.system_group_zone = group_zone
 
     monkeypatch.setattr(mocks.GpuClusterMocks, "__init__", with_volume)
     return mocks.run_program(stack_raw("dev", overrides), "dev")
@@ -36,6 +38,10 @@ def cluster_zones(rec: mocks.Recording) -> list[str]:
 
 def test_which_zone():
     assert system_zone(("us-east-1a", "us-east-1b"), None) == ("us-east-1a", None)
+    # No volume (its claim deleted, monitoring off): the group stays where it is; a move would replace it.
+    assert system_zone(("us-east-1a", "us-east-1b"), None, "us-east-1b") == ("us-east-1b", None)
+    assert system_zone(("us-east-1a", "us-east-1b"), "us-east-1a", "us-east-1b") == ("us-east-1a", None)
+    assert system_zone(("us-east-1a", "us-east-1b"), None, "us-east-1d") == ("us-east-1a", None)
     assert system_zone(("us-east-1a", "us-east-1b"), "us-east-1b") == ("us-east-1b", None)
     zone, warning = system_zone(("us-east-1a", "us-east-1b"), "us-east-1d")
     assert zone == "us-east-1a"
@@ -73,3 +79,12 @@ def test_a_metrics_volume_without_a_cluster_subnet_is_reported(monkeypatch):
     rec = run(monkeypatch, "us-east-1f")
     assert system_zones(rec) == cluster_zones(rec)[:1]
     assert any("systemNodes: the metrics volume is in us-east-1f" in m for _, m in rec.logs)
+
+
+def test_a_volume_gone_leaves_the_system_nodes_where_they_are(monkeypatch):
+    """The group moved to its volume's zone on an upgrade; the volume is gone later: the next `up` keeps the
+    group (a zone change replaces it, and every launcher and chief of a running job with it)."""
+    moved = run(monkeypatch, "us-east-1b")
+    later = run(monkeypatch, None, group_zone="us-east-1b")
+    assert system_zones(moved) == system_zones(later) == ["us-east-1b"]
+    assert system_zones(run(monkeypatch, None)) == [cluster_zones(later)[0]]  # a new stack: the GPU zone

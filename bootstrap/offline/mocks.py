@@ -71,6 +71,7 @@ class GpuClusterMocks(pulumi_mocks.Mocks):
         self.missing_reservations: set[str] = set()  # Capacity Blocks that ended and are gone
         self.bucket_regions: dict[str, str] = {}
         self.metrics_volume_zone: str | None = None  # where a live Prometheus volume is, if one is
+        self.system_group_zone: str | None = None  # the deployed system node group's zone; None: no cluster yet
 
     # -- invokes -------------------------------------------------------------
 
@@ -117,6 +118,18 @@ class GpuClusterMocks(pulumi_mocks.Mocks):
         if token == "aws:ebs/getVolume:getVolume" and self.metrics_volume_zone:
             return {"id": f"vol-{_hex('metrics', self.metrics_volume_zone)}",
                     "availabilityZone": self.metrics_volume_zone, "volumeType": "gp3"}
+        if token == "aws:eks/getNodeGroups:getNodeGroups":
+            if self.system_group_zone is None:  # as the provider fails for a cluster not there yet
+                return {}, [("clusterName", f"reading EKS Node Groups ({a.get('clusterName')}): couldn't find "
+                                            "resource")]
+            return {"clusterName": a.get("clusterName"), "names": ["system-20261206000000000000000001"],
+                    "id": a.get("clusterName")}
+        if token == "aws:eks/getNodeGroup:getNodeGroup":
+            return {"clusterName": a.get("clusterName"), "nodeGroupName": a.get("nodeGroupName"),
+                    "subnetIds": [f"subnet-{_hex('system', str(self.system_group_zone))}"],
+                    "id": f"{a.get('clusterName')}:{a.get('nodeGroupName')}"}
+        if token == "aws:ec2/getSubnet:getSubnet":
+            return {"id": a.get("id"), "availabilityZone": self.system_group_zone}
         # An invoke the mocks do not know would answer with nothing and let the
         # program go on with None: fail instead, so a new lookup gets a real answer.
         raise NotImplementedError(f"GpuClusterMocks has no answer for invoke {token}")

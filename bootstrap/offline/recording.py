@@ -47,6 +47,7 @@ class Registration:
     component_outputs: dict[str, Any] = field(default_factory=dict)
     secret_inputs: set[str] = field(default_factory=set)  # input paths that were secrets
     hooks: dict[str, list[str]] = field(default_factory=dict)  # {"before_delete": [hook names]}, bound hooks only
+    custom_timeouts: dict[str, str] = field(default_factory=dict)  # {"update": "320m"}, the ones set
 
 
 @dataclass
@@ -141,6 +142,8 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
             provider=request.provider,
             hooks={kind: list(getattr(request.hooks, kind)) for kind in _HOOK_KINDS
                    if request.HasField("hooks") and list(getattr(request.hooks, kind))},
+            custom_timeouts={kind: getattr(request.customTimeouts, kind) for kind in ("create", "update", "delete")
+                             if request.HasField("customTimeouts") and getattr(request.customTimeouts, kind)},
         ))
         return response
 

@@ -220,7 +220,8 @@ class Cluster(pulumi.ComponentResource):
 
         self.node_prerequisites = [*self.core_addons, *node_policies]
         self.system_nodes, self.system_zone = system_node_group(
-            name, cfg, args.subnet_ids, args.zones, cluster.name, self.node_role.arn, self.node_prerequisites, self)
+            name, cfg, args.subnet_ids, args.zones, cluster.name, self.node_role.arn, self.node_prerequisites, self,
+            args.hooks)
         for addon_name in ADDONS_AFTER_NODES:
             self.core_addons.append(addon(addon_name, [self.system_nodes]))
         ebs_role, ebs_policies = iam.service_role(

@@ -67,6 +67,16 @@ def node_tag_specifications(name: str) -> list[dict[str, Any]]:
     return [{"resource_type": kind, "tags": {"Name": f"{name}-node"}} for kind in ("instance", "volume")]
 
 
+# Per node of a rolling update: the drain (EKS's 15-minute eviction limit) and a new node's launch and boot.
+MINUTES_PER_REPLACED_NODE = 20
+PROVIDER_UPDATE_MINUTES = 60  # terraform-provider-aws eks/node_group.go, Timeouts.Update
+
+
+def update_timeout(pool: nodepool.Pool) -> str:
+    """How long a node group update may take: every node replaced, one at a time."""
+    return f"{max(PROVIDER_UPDATE_MINUTES, MINUTES_PER_REPLACED_NODE * pool.max_nodes)}m"
+
+
 def asg_name(resources: Any) -> str | None:
     """The node group's Auto Scaling group. None only when there is no node group any more: a
     `destroy --run-program` rerun after a partial destroy (pulumi/pulumi #23921) must not crash here."""
@@ -117,7 +127,7 @@ def autoscaled_node_group(name: str, pool: nodepool.Pool, settings: NodeGroupSet
     group = _managed_node_group(name, pool, settings, ami_type, template, instance_types, parent)
     asg = group.resources.apply(asg_name)
     node_template_tags(name, pool, asg, parent)
-    instance_tags(name, settings.tags, asg, parent)
+    instance_tags(name, settings.tags, asg, parent, settings.hooks)
     return AutoscaledGroup(group.node_group_name, asg)
 
 
@@ -149,10 +159,15 @@ def _managed_node_group(name: str, pool: nodepool.Pool, settings: NodeGroupSetti
         labels=nodepool.node_labels(pool),
         taints=[{"key": t.key, "value": t.value, "effect": t.eks_effect} for t in nodepool.node_taints(pool)],
         tags=node_group_tags,
-        # Before any update (a new scaling tag among them), the hook gives the group the pool's bounds.
+        # Before any update (a new scaling tag among them), the hook gives the group the pool's bounds; after a
+        # create too, for a replacement is created from the ignored scalingConfig in the state, the first one.
+        # A rolling update replaces one node at a time, each drained for up to 15 minutes (EKS User Guide,
+        # "Understand each phase of node updates"): the provider's 60 minutes would give up on a large pool.
         opts=pulumi.ResourceOptions(parent=parent, depends_on=list(settings.depends_on),
                                     ignore_changes=[SCALING_PROPERTY],
-                                    hooks=StackHooks.before_update(settings.hooks.apply_node_group_scaling)),
+                                    custom_timeouts=pulumi.CustomTimeouts(update=update_timeout(pool)),
+                                    hooks=StackHooks.before_update_after_create(
+                                        settings.hooks.apply_node_group_scaling)),
     )
 
 
@@ -171,19 +186,21 @@ def node_template_tags(name: str, pool: nodepool.Pool, asg: pulumi.Output[str], 
                             opts=pulumi.ResourceOptions(parent=parent))
 
 
-def instance_tags(name: str, tags: dict[str, str], asg: pulumi.Output[str], parent: pulumi.Resource) -> None:
+def instance_tags(name: str, tags: dict[str, str], asg: pulumi.Output[str], parent: pulumi.Resource,
+                  hooks: StackHooks | None) -> None:
     """The stack's tags on the Auto Scaling group, propagated to the instances it launches.
 
     Not in the launch template: there a changed tag is a new template version, and the node group
     replaces every node for it. An Auto Scaling group's tag with PropagateAtLaunch goes on each
-    instance launched after it is set; running instances keep what they have until they are
-    replaced, and volumes get none (EC2 Auto Scaling User Guide, "Tag Auto Scaling groups and
-    instances"). A managed node group's own tags reach neither ("Node group tags do not propagate
-    to any other resources associated with the node group": EKS API Reference, Nodegroup). A value
-    changes in place (terraform-provider-aws autoscaling/group_tag.go: only tag.key forces a new
-    resource).
+    instance launched after it is set, and volumes get none (EC2 Auto Scaling User Guide, "Tag Auto
+    Scaling groups and instances"); the instances already running (launched before the tag existed:
+    it waits for its group) get it from the tag's hook (components.hooks.instance_tags). A managed
+    node group's own tags reach neither ("Node group tags do not propagate to any other resources
+    associated with the node group": EKS API Reference, Nodegroup). A value changes in place
+    (terraform-provider-aws autoscaling/group_tag.go: only tag.key forces a new resource).
     """
+    binding = StackHooks.after_create_or_update(hooks.tag_running_instances) if hooks is not None else None
     for key, value in tags.items():
         aws.autoscaling.Tag(f"{name}-instance-tag-{tag_name_part(key)}", autoscaling_group_name=asg,
                             tag={"key": key, "value": value, "propagate_at_launch": True},
-                            opts=pulumi.ResourceOptions(parent=parent))
+                            opts=pulumi.ResourceOptions(parent=parent, hooks=binding))

@@ -30,11 +30,12 @@ from components.core.config import StackConfig
 from components.core.hardware.zones import ZonePlan
 from components.core.kube.nodepool import SYSTEM_NODE_LABEL
 from components.core.system_nodes import system_zone
-from components.hooks import metrics_volumes
+from components.hooks import StackHooks, metrics_volumes
 
 # Volumes the cluster's EBS CSI driver made for claims in the metrics namespace (components.hooks.
 # metrics_volumes: the driver tags each with our cluster tag and the claim's namespace), not being deleted.
 _LIVE = ("creating", "available", "in-use")
+NAME_PREFIX = "system-"
 
 
 def metrics_volume_zone(cluster_name: str) -> str | None:
@@ -49,6 +50,23 @@ def metrics_volume_zone(cluster_name: str) -> str | None:
     return aws.ebs.get_volume(filters=filters, most_recent=True).availability_zone
 
 
+def current_system_zone(cluster_name: str) -> str | None:
+    """The zone of the cluster's system node group, when it exists and has one subnet (a group of this
+    program's), else None: a first `pulumi up` (no cluster yet), or a group of an older release."""
+    if lookups.destroying():
+        return None
+    try:
+        names = [n for n in aws.eks.get_node_groups(cluster_name=cluster_name).names if n.startswith(NAME_PREFIX)]
+        if len(names) != 1:
+            return None
+        subnets = aws.eks.get_node_group(cluster_name=cluster_name, node_group_name=names[0]).subnet_ids
+        if len(subnets) != 1:
+            return None
+        return aws.ec2.get_subnet(id=subnets[0]).availability_zone
+    except Exception:  # the invoke's own error: no such cluster yet
+        return None
+
+
 def root_volume(size_gib: int) -> list[dict]:
     """Encrypted gp3 at its baseline (EBS User Guide, "Amazon EBS General Purpose SSD volumes"), gone with the node."""
     return [{"device_name": ROOT_DEVICE, "ebs": {"volume_size": size_gib, "volume_type": "gp3", "encrypted": "true",
@@ -57,14 +75,16 @@ def root_volume(size_gib: int) -> list[dict]:
 
 def system_node_group(name: str, cfg: StackConfig, subnet_ids: list[pulumi.Input[str]], zones: ZonePlan | None,
                       cluster_name: pulumi.Input[str], node_role_arn: pulumi.Input[str],
-                      depends_on: list[pulumi.Resource], parent: pulumi.Resource) -> tuple[aws.eks.NodeGroup, str]:
+                      depends_on: list[pulumi.Resource], parent: pulumi.Resource,
+                      hooks: StackHooks | None = None) -> tuple[aws.eks.NodeGroup, str]:
     """`<name>-system-nodes` in one zone's subnet, and that zone.
 
     `subnet_ids` are the cluster's subnets in the order of `zones.cluster_zones`
     (components.aws.network); `zones` is looked up again when not given.
     """
     plan = zones or lookups.lookup_zones(cfg)
-    zone, warning = system_zone(plan.cluster_zones, metrics_volume_zone(cfg.cluster_name))
+    zone, warning = system_zone(plan.cluster_zones, metrics_volume_zone(cfg.cluster_name),
+                                current_system_zone(cfg.cluster_name))
     if warning:
         pulumi.log.warn(f"systemNodes: {warning}")
     sys_cfg = cfg.system_nodes
@@ -87,7 +107,7 @@ def system_node_group(name: str, cfg: StackConfig, subnet_ids: list[pulumi.Input
         # the old, which a fixed name forbids (ResourceInUseException).
         # Node group names are per cluster; EKS allows 63 characters and the
         # provider appends a 26-character unique suffix.
-        node_group_name_prefix="system-",
+        node_group_name_prefix=NAME_PREFIX,
         version=cfg.kubernetes_version,
         release_version=cfg.versions.ami_release_version,
         node_role_arn=node_role_arn,
@@ -102,5 +122,5 @@ def system_node_group(name: str, cfg: StackConfig, subnet_ids: list[pulumi.Input
         tags=cfg.tags,
         opts=pulumi.ResourceOptions(parent=parent, depends_on=depends_on),
     )
-    instance_tags(f"{name}-system", cfg.tags, group.resources.apply(asg_name), parent)
+    instance_tags(f"{name}-system", cfg.tags, group.resources.apply(asg_name), parent, hooks)
     return group, zone

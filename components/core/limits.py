@@ -27,9 +27,10 @@ TAGS_PER_RESOURCE_MAX = 50
 OUR_TAG_KEYS = ("Name",)
 # The subnets' own: Name, the cluster's shared tag and the load balancer role (components.aws.network).
 SUBNET_TAGS = 3
-# EKS's on a managed node group's Auto Scaling group: eks:cluster-name, eks:nodegroup-name and the two
-# cluster-autoscaler discovery tags (EKS User Guide, "Managed node groups"). aws:-prefixed ones do not count.
-EKS_ASG_TAGS = 4
+# EKS's on a managed node group's Auto Scaling group: eks:cluster-name, eks:nodegroup-name,
+# kubernetes.io/cluster/<name> and the two cluster-autoscaler discovery tags (EKS User Guide, "Managed
+# node groups"; five, as terraform-provider-aws #46288 counts them). aws:-prefixed ones do not count.
+EKS_ASG_TAGS = 5
 OUR_LABEL_DOMAIN = "gpucluster.io"
 KUBELET_DOMAINS = ("kubernetes.io", "k8s.io")
 KUBELET_ALLOWED_PREFIXES = ("kubelet.kubernetes.io/", "node.kubernetes.io/")

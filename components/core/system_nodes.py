@@ -191,7 +191,8 @@ def _fits(cfg: StackConfig, instance_type: str, count: int) -> bool:
             and cap.largest.memory_mi + per_node_mem <= allocatable(instance_type)[1])
 
 
-def system_zone(cluster_zones: Sequence[str], metrics_volume_zone: str | None) -> tuple[str, str | None]:
+def system_zone(cluster_zones: Sequence[str], metrics_volume_zone: str | None,
+                current_zone: str | None = None) -> tuple[str, str | None]:
     """The one zone of the system node group, and a warning when the metrics volume cannot follow.
 
     Prometheus keeps its data on an EBS volume, and an EBS volume attaches only in its own zone
@@ -201,10 +202,13 @@ def system_zone(cluster_zones: Sequence[str], metrics_volume_zone: str | None) -
     Prometheus Pending. So the system nodes live in one zone: the first cluster zone (the GPU zone
     whenever EKS accepts it: launchers, chiefs and TensorBoard sit beside the workers and FSx), or,
     on a stack whose metrics volume is in another cluster zone already, that zone, so the volume
-    and its metrics are kept. A volume in a zone that has no cluster subnet any more cannot be
-    reached: the warning says how to let Prometheus start over.
+    and its metrics are kept. Without a volume, the zone the system node group is in already
+    (`current_zone`, when it has one): a volume gone (its claim deleted, monitoring turned off) must
+    not move the group, for a new zone replaces it, and with it every launcher and chief. A volume
+    in a zone that has no cluster subnet any more cannot be reached: the warning says how to let
+    Prometheus start over.
     """
-    first = cluster_zones[0]
+    first = current_zone if current_zone in cluster_zones else cluster_zones[0]
     if metrics_volume_zone is None or metrics_volume_zone in cluster_zones:
         return metrics_volume_zone or first, None
     return first, (f"the metrics volume is in {metrics_volume_zone}, where the cluster has no subnet any more; the "

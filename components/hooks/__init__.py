@@ -19,9 +19,14 @@ before it updates a node group: its bounds).
   node group, which all depend on it): the cache's repositories again, now
   that no node is left to pull; `bootstrap destroy` sweeps once more after
   the destroy (bootstrap.deployed.teardown).
-- `apply_node_group_scaling` (before a pool's node group is updated): the
-  pool's minNodes and maxNodes, set on the group with desiredSize moved only
-  into them (node_scaling: the provider would send a stale desiredSize).
+- `apply_node_group_scaling` (before a pool's node group is updated, and
+  after one is created, a replacement included): the pool's minNodes and
+  maxNodes, set on the group with desiredSize moved only into them
+  (node_scaling: the provider would send a stale desiredSize, and create a
+  replacement with the first bounds it was given).
+- `tag_running_instances` (after an instance tag of a node group's Auto
+  Scaling group is created or changed): the tag on the instances the group
+  already runs (instance_tags: the group propagates it to new ones only).
 
 Pulumi runs before-delete hooks only when the program runs with the
 operation, so plain `pulumi destroy` refuses and asks for `--run-program`;
@@ -43,7 +48,15 @@ import pulumi
 
 from components.core import images, node_updates
 from components.core.config import StackConfig
-from components.hooks import bucket_guard, fsx_export, image_cache, leaked_enis, metrics_volumes, node_scaling
+from components.hooks import (
+    bucket_guard,
+    fsx_export,
+    image_cache,
+    instance_tags,
+    leaked_enis,
+    metrics_volumes,
+    node_scaling,
+)
 from components.hooks.session import aws_session
 
 EXPORT_HOOK = "gpucluster-export-fsx-to-s3"
@@ -54,6 +67,7 @@ VOLUMES_HOOK = "gpucluster-release-metrics-volumes"
 IMAGES_HOOK = "gpucluster-delete-cached-images"
 SWEEP_IMAGES_HOOK = "gpucluster-sweep-cached-images"
 SCALING_HOOK = "gpucluster-apply-node-group-scaling"
+INSTANCE_TAGS_HOOK = "gpucluster-tag-running-instances"
 # `python -m bootstrap destroy --skip-export` sets it: delete the file system unexported.
 SKIP_EXPORT_ENV = "GPUCLUSTER_SKIP_FSX_EXPORT"
 # A file system can only be deleted once its tasks end; give a running one (ours ended already) this long.
@@ -136,13 +150,22 @@ class HookWork:
     def apply_scaling_now(self, args: pulumi.ResourceHookArgs) -> None:
         # The bounds from the new scaling tag (scalingConfig itself is ignored, so new_inputs holds the
         # old one); the names from the old outputs, else the id "<cluster>:<node group>".
+        # After a create (a replacement among them) the new group's outputs name it.
         tag = (_value(args.new_inputs, "tags") or {}).get(node_updates.SCALING_TAG)
         min_size, max_size = node_updates.parse_scaling_tag(tag)
         cluster, _, nodegroup = str(args.id).partition(":")
+        outputs = args.new_outputs if args.old_outputs is None else args.old_outputs
         node_scaling.apply_scaling(self._session().client("eks"),
-                                   _value(args.old_outputs, "clusterName") or cluster,
-                                   _value(args.old_outputs, "nodeGroupName") or nodegroup,
+                                   _value(outputs, "clusterName") or cluster,
+                                   _value(outputs, "nodeGroupName") or nodegroup,
                                    min_size, max_size, log=self._log)
+
+    def tag_instances_now(self, args: pulumi.ResourceHookArgs) -> None:
+        tag = _value(args.new_inputs, "tag") or {}
+        session = self._session()
+        instance_tags.tag_running_instances(session.client("autoscaling"), session.client("ec2"),
+                                            _value(args.new_inputs, "autoScalingGroupName"), tag["key"],
+                                            tag["value"], log=self._log)
 
 
 class StackHooks:
@@ -158,6 +181,7 @@ class StackHooks:
         self.delete_cached_images = pulumi.ResourceHook(IMAGES_HOOK, _in_thread(self.work.delete_images_now))
         self.sweep_cached_images = pulumi.ResourceHook(SWEEP_IMAGES_HOOK, _in_thread(self.work.sweep_images_now))
         self.apply_node_group_scaling = pulumi.ResourceHook(SCALING_HOOK, _in_thread(self.work.apply_scaling_now))
+        self.tag_running_instances = pulumi.ResourceHook(INSTANCE_TAGS_HOOK, _in_thread(self.work.tag_instances_now))
 
     @staticmethod
     def before_delete(*hooks: pulumi.ResourceHook) -> pulumi.ResourceHookBinding:
@@ -166,6 +190,15 @@ class StackHooks:
     @staticmethod
     def before_update(*hooks: pulumi.ResourceHook) -> pulumi.ResourceHookBinding:
         return pulumi.ResourceHookBinding(before_update=list(hooks))
+
+    @staticmethod
+    def before_update_after_create(*hooks: pulumi.ResourceHook) -> pulumi.ResourceHookBinding:
+        # A replacement runs create hooks, not update hooks (Pulumi docs, "Resource hooks").
+        return pulumi.ResourceHookBinding(before_update=list(hooks), after_create=list(hooks))
+
+    @staticmethod
+    def after_create_or_update(*hooks: pulumi.ResourceHook) -> pulumi.ResourceHookBinding:
+        return pulumi.ResourceHookBinding(after_create=list(hooks), after_update=list(hooks))
 
 
 def _in_thread(work: Callable[[pulumi.ResourceHookArgs], None]) -> Callable[[pulumi.ResourceHookArgs], Any]:

@@ -11,6 +11,9 @@ under running jobs. The program records the bounds in the node group's scaling t
 (components.core.node_updates), so a new bound is an in-place tag update, and this runs as
 that update's before-update hook, as the stack's identity:
 
+- wait while the group is not ACTIVE: EKS refuses an update while another runs
+  ("ResourceInUseException: Nodegroup cannot be updated as it is currently not in Active State"),
+  such as a rolling update the provider gave up waiting for (its node group update timeout);
 - read the live scaling config (DescribeNodegroup);
 - send minSize and maxSize, and desiredSize only when the live one is outside the new bounds
   (raised to minSize, or lowered to maxSize): "when updating a node group, you can specify any or
@@ -28,6 +31,10 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+# EKS API Reference, Nodegroup.status: CREATING | ACTIVE | UPDATING | DELETING | CREATE_FAILED | DELETE_FAILED |
+# DEGRADED. Only ACTIVE takes an update; UPDATING and CREATING end by themselves.
+READY = "ACTIVE"
+BUSY = ("CREATING", "UPDATING")
 # EKS API Reference, Update: status InProgress | Failed | Cancelled | Successful.
 UPDATE_DONE = "Successful"
 UPDATE_FAILED = ("Failed", "Cancelled")
@@ -64,7 +71,21 @@ def apply_scaling(eks: Any, cluster: str, nodegroup: str, min_size: int, max_siz
                   timeout_seconds: float = TIMEOUT_SECONDS) -> dict[str, int] | None:
     """Give the node group these bounds (see the module); the scalingConfig sent, or None when none was."""
     where = f"{cluster}/{nodegroup}"
-    live = eks.describe_nodegroup(clusterName=cluster, nodegroupName=nodegroup)["nodegroup"]["scalingConfig"]
+    deadline = now() + timeout_seconds
+    group = eks.describe_nodegroup(clusterName=cluster, nodegroupName=nodegroup)["nodegroup"]
+    while group["status"] in BUSY:
+        if now() >= deadline:
+            raise ScalingError(f"{where}: the node group is still {group['status']} after {timeout_seconds / 60:g} "
+                               f"minutes (an update of its own); run `pulumi up` again once `aws eks "
+                               f"describe-nodegroup --cluster-name {cluster} --nodegroup-name {nodegroup}` says ACTIVE")
+        log(f"{where}: waiting for the node group, {group['status']}, to be ACTIVE before its new bounds")
+        sleep(POLL_SECONDS)
+        group = eks.describe_nodegroup(clusterName=cluster, nodegroupName=nodegroup)["nodegroup"]
+    if group["status"] != READY:
+        raise ScalingError(f"{where}: the node group is {group['status']}, and EKS updates only an ACTIVE one; "
+                           f"see its health in `aws eks describe-nodegroup --cluster-name {cluster} --nodegroup-name "
+                           f"{nodegroup}`")
+    live = group["scalingConfig"]
     config = scaling_update(live, min_size, max_size)
     if config is None:
         log(f"{where}: scaling already min {min_size}, max {max_size} (desired {live['desiredSize']})")
@@ -73,7 +94,6 @@ def apply_scaling(eks: Any, cluster: str, nodegroup: str, min_size: int, max_siz
         log(f"{where}: maxNodes {max_size} is below the {live['desiredSize']} nodes the group has: "
             f"{live['desiredSize'] - max_size} of them are terminated, with whatever runs on them")
     update = eks.update_nodegroup_config(clusterName=cluster, nodegroupName=nodegroup, scalingConfig=config)["update"]
-    deadline = now() + timeout_seconds
     while update["status"] != UPDATE_DONE:
         if update["status"] in UPDATE_FAILED:
             errors = "; ".join(f"{e.get('errorCode')}: {e.get('errorMessage')}" for e in update.get("errors") or [])
