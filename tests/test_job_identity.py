@@ -108,7 +108,9 @@ def test_bad_policy_lists_are_refused_naming_the_key(value, expected):
 
 
 def test_partitions_other_than_aws_are_policy_arns_too():
-    cfg = stack_config("dev", {"gpucluster:jobPolicyArns": ["arn:aws-us-gov:iam::aws:policy/ReadOnlyAccess"]})
+    cfg = stack_config("dev", {"aws:region": "us-gov-west-1", "gpucluster:imageCache": False,
+                               "gpucluster:adminPrincipalArns": ["arn:aws-us-gov:iam::210987654321:role/admin"],
+                               "gpucluster:jobPolicyArns": ["arn:aws-us-gov:iam::aws:policy/ReadOnlyAccess"]})
     assert cfg.job_policy_arns == ("arn:aws-us-gov:iam::aws:policy/ReadOnlyAccess",)
 
 
@@ -120,3 +122,11 @@ def test_mpirun_passes_the_credentials_on_to_every_rank():
     exported = [command[i + 1] for i, arg in enumerate(command) if arg == "-x"]
     assert exported == ["PATH", "LD_LIBRARY_PATH", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
                         "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", "AWS_REGION", "AWS_DEFAULT_REGION"]
+
+
+def test_an_arn_of_another_partition_than_the_region_s_is_refused():
+    found = problems({"aws:region": "us-gov-west-1", "gpucluster:imageCache": False,
+                      "gpucluster:adminPrincipalArns": ["arn:aws-us-gov:iam::210987654321:role/admin"],
+                      "gpucluster:jobPolicyArns": ["arn:aws:iam::aws:policy/AmazonS3ReadOnlyAccess"]})
+    assert found == ["gpucluster:jobPolicyArns[0]: got 'arn:aws:iam::aws:policy/AmazonS3ReadOnlyAccess'; it is in "
+                     "partition aws, but aws:region us-gov-west-1 is in aws-us-gov: use arn:aws-us-gov:..."]

@@ -67,10 +67,3 @@ def attachment_slugs(policy_arns: tuple[str, ...] | list[str]) -> dict[str, str]
     return {arn: f"policy-{arn.rsplit('/', 1)[-1].lower()}-{hashlib.sha256(arn.encode()).hexdigest()[:6]}"
             for arn in policy_arns}
 
-
-def describe(namespace: str, bucket: str, policy_arns: tuple[str, ...] | list[str]) -> str:
-    """One line for the plan: who the jobs are to AWS and what they may do."""
-    extra = f"; plus {', '.join(policy_arns)}" if policy_arns else "; nothing else (gpucluster:jobPolicyArns adds)"
-    return (f"every pod in {namespace} (Pod Identity on service account {namespace}/{SERVICE_ACCOUNT}): read and "
-            f"write s3://{bucket} and its objects{extra}; credentials from the Pod Identity agent, "
-            f"{AGENT_IPV4}:{AGENT_PORT}, the one link-local address the NetworkPolicies open")

@@ -35,6 +35,7 @@ from components.core.config.values import (
     with_prefix_length,
 )
 from components.core.hardware import catalog
+from components.core.hardware.partitions import partition_of
 from components.core.hardware.zones import ZONE_ID_PATTERN
 from components.core.problems import show
 
@@ -403,6 +404,18 @@ class StackConfig(StackKeys):
         zone, region = self.gpu_availability_zone, self.region
         if zone and region and not re.fullmatch(ZONE_ID_PATTERN, zone) and not zone.startswith(region):
             yield "gpuAvailabilityZone", f"got {show(zone)}; must be a zone of aws:region {region!r}"
+
+    @rule("admin_principal_arns", "job_policy_arns", "region")
+    def _arns_in_the_region_s_partition(self):
+        # An ARN names its partition; IAM and EKS refuse one of another (IAM User Guide, "IAM identifiers").
+        if not self.region:
+            return
+        partition = partition_of(self.region)
+        for key, arns in (("adminPrincipalArns", self.admin_principal_arns), ("jobPolicyArns", self.job_policy_arns)):
+            for index, arn in enumerate(arns):
+                if arn.split(":")[1] != partition:
+                    yield f"{key}[{index}]", (f"got {show(arn)}; it is in partition {arn.split(':')[1]}, but aws:region "
+                                              f"{self.region} is in {partition}: use arn:{partition}:...")
 
     @rule("image_cache", "region")
     def _cache_in_region(self):
