@@ -33,4 +33,4 @@ local-down: $(VENV)/.installed  ## stop the local control plane and delete its s
 
 e2e: $(VENV)/.installed  ## end-to-end tests on the local control plane (builds it first, cached)
 	$(PY) -m local build
-	GPUCLUSTER_E2E=1 $(PY) -m pytest tests/e2e
+	GPUCLUSTER_E2E=1 $(PY) -m pytest -n 0 tests/e2e  # one control plane: one process

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -42,9 +46,80 @@ def stack_config(stack: str = "dev", overrides: dict[str, Any] | None = None) ->
     return parse_stack(stack_raw(stack, overrides), "gpucluster", stack)
 
 
+_RUNS: dict[str, mocks.Recording] = {}
+_RUN_PROGRAM = mocks.run_program  # the real one: plan() puts shared_run in its place for the CLI's call
+
+
+def shared_run(raw: dict[str, Any], stack: str, **options: Any) -> mocks.Recording:
+    """mocks.run_program(raw, stack, **options), once per session for the same inputs.
+
+    A mock run costs about a second and many modules (and the in-process plans) read the same stacks: they
+    share one run. Callers read the Recording and never change it, and do not patch the mocks or the
+    environment first (run_stack runs afresh for those).
+    """
+    if "program" in options:
+        return _RUN_PROGRAM(raw, stack, **options)
+    defaults = {"project": "gpucluster", "region": None, "secret_keys": ()}
+    given = sorted((k, str(v)) for k, v in options.items() if v != defaults.get(k, object()) and v != [])
+    key = json.dumps([stack, raw, given], sort_keys=True, default=str)
+    if key not in _RUNS:
+        _RUNS[key] = _RUN_PROGRAM(raw, stack, **options)
+    return _RUNS[key]
+
+
+def recording(stack: str = "dev", overrides: dict[str, Any] | None = None) -> mocks.Recording:
+    """The whole program's run for a stack and overrides, shared (see shared_run)."""
+    return shared_run(stack_raw(stack, overrides), stack)
+
+
+_PLANS: dict[tuple[str, ...], subprocess.CompletedProcess] = {}
+_PLAN_OUT = Path(tempfile.mkdtemp(prefix="gpucluster-plan-out-"))
+
+
+def plan(*args: str) -> subprocess.CompletedProcess:
+    """`python -m bootstrap plan ARGS` through the CLI's entry (its exit-code rule, its messages), in this
+    process: a fresh one costs two seconds of imports, and the README's commands already run the plan in
+    fresh processes, which tests/test_readme.py compares with these. A plan of a shipped stack is
+    deterministic: one run per ARGS serves the session (not with --out or --stack-file)."""
+    import io
+
+    from bootstrap import __main__ as cli
+
+    if args in _PLANS:
+        return _PLANS[args]
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
+            _patched(mocks, "run_program", shared_run):
+        code = cli.run(["plan", *args])
+    done = subprocess.CompletedProcess(["plan", *args], code, out.getvalue(), err.getvalue())
+    if not any(a in ("--stack-file", "--out") for a in args):
+        _PLANS[args] = done
+    return done
+
+
+@contextlib.contextmanager
+def _patched(owner: Any, name: str, value: Any):
+    original = getattr(owner, name)
+    setattr(owner, name, value)
+    try:
+        yield
+    finally:
+        setattr(owner, name, original)
+
+
+def plan_out(stack: str) -> Path:
+    """What `plan --stack STACK --json --out DIR` wrote (resources.json, k8s/*.yaml), once per session."""
+    out = _PLAN_OUT / stack
+    if not (out / "resources.json").exists():
+        done = plan("--stack", stack, "--json", "--out", str(out))
+        assert done.returncode == 0, f"plan --stack {stack} --out failed:\n{done.stderr}"
+    return out
+
+
 @pytest.fixture
 def run_stack() -> Callable[..., mocks.Recording]:
-    """Run __main__.py for a stack (optionally with config overrides) under mocks."""
+    """Run __main__.py for a stack (optionally with config overrides) under mocks, afresh: for tests that
+    change the mocks or the environment first (recording() shares the runs of those that do not)."""
 
     def run(stack: str = "dev", overrides: dict[str, Any] | None = None) -> mocks.Recording:
         return mocks.run_program(stack_raw(stack, overrides), stack)
@@ -89,6 +164,12 @@ def moto_ecr(monkeypatch):
         yield boto3.client("ecr", region_name="us-east-1")
 
 
+def pytest_sessionfinish(session, exitstatus):
+    import shutil
+
+    shutil.rmtree(_PLAN_OUT, ignore_errors=True)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """A skipped test is a failed one: everything a test needs is in the repository (tests/upstream)."""
@@ -102,7 +183,7 @@ def pytest_runtest_makereport(item, call):
 def prod_started(extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """Overrides that make prod's opt-in example jobs start with `pulumi up` (startOnUp: true), for the tests
     of what a job becomes; `extra` overrides merged in."""
-    from components.core.config import stack_yaml
+    from components.core.config.text import stack_yaml
 
     jobs = stack_yaml.parse((ROOT / "Pulumi.prod.yaml").read_text(), "gpucluster").config["gpucluster:jobs"]
     return {"gpucluster:jobs": [{**job, "startOnUp": True} for job in jobs], **(extra or {})}

@@ -16,6 +16,7 @@ import yaml
 
 from components.core import versions
 from tests import k8s
+from tests.conftest import recording as shared_recording
 
 CHARTS = k8s.UPSTREAM / "charts"
 
@@ -69,10 +70,8 @@ def test_unknown_keys_reads_nesting_and_free_form_maps():
 
 @pytest.fixture(scope="module", params=["dev", "prod"])
 def releases(request) -> list[dict[str, Any]]:
-    from bootstrap.offline import mocks
-    from tests.conftest import stack_raw
 
-    recording = mocks.run_program(stack_raw(request.param), request.param)
+    recording = shared_recording(request.param)
     return [r.inputs for r in recording.of_type("kubernetes:helm.sh/v3:Release")]
 
 

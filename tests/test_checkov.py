@@ -4,8 +4,10 @@ The objects are what `python -m bootstrap plan --stack <stack> --out DIR` writes
 plain object the program registers. What the Helm releases install is not there (the offline plan renders no
 chart); their values are held to the same settings in tests/test_hardening.py.
 
-checkov cannot share ./venv (requirements-checkov.txt says why): the first run makes venv/checkov-<version>
-from that file's exact pins (about 40 s from PyPI, less from pip's cache); later runs reuse it.
+checkov cannot share ./venv (requirements-checkov.txt says why): the first run makes its own virtualenv from
+that file's exact pins (about 40 s from PyPI) in ~/.cache/gpucluster-checkov (XDG_CACHE_HOME), named by the
+file's hash, so a fresh clone or a new ./venv reuses it and a changed pin makes a new one (as the local control
+plane's Go builds are cached).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from typing import Any
 
 import pytest
 import yaml
+
+from tests.conftest import plan_out
 
 ROOT = Path(__file__).resolve().parent.parent
 REQUIREMENTS = ROOT / "requirements-checkov.txt"
@@ -41,9 +45,10 @@ def skips() -> list[dict[str, Any]]:
 
 def checkov_python() -> Path:
     """The checkov virtualenv's Python, (re)made when requirements-checkov.txt changed."""
-    venv = ROOT / "venv" / f"checkov-{pinned_version()}"
-    python, marker = venv / "bin" / "python", venv / ".installed"
     digest = hashlib.sha256(REQUIREMENTS.read_bytes()).hexdigest()
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gpucluster-checkov"
+    venv = cache / f"checkov-{pinned_version()}-{digest[:12]}"
+    python, marker = venv / "bin" / "python", venv / ".installed"
     if marker.exists() and marker.read_text() == digest and python.exists():
         return python
     shutil.rmtree(venv, ignore_errors=True)
@@ -58,7 +63,7 @@ def checkov_python() -> Path:
 
 
 def run_all(commands: list[list[str]], **kwargs) -> list[subprocess.CompletedProcess]:
-    """The commands at once (two cores: the plans, then the checkov runs, go in parallel)."""
+    """The commands at once (two cores: both stacks' checkov runs go in parallel)."""
     procs = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
              for c in commands]
     done = []
@@ -69,15 +74,12 @@ def run_all(commands: list[list[str]], **kwargs) -> list[subprocess.CompletedPro
 
 
 @pytest.fixture(scope="module")
-def reports(tmp_path_factory) -> dict[str, dict[str, Any]]:
+def reports() -> dict[str, dict[str, Any]]:
     """checkov's JSON report of each stack's plan --out k8s/ directory (run once for the module)."""
     python = checkov_python()
-    out = {stack: tmp_path_factory.mktemp(f"plan-{stack}") for stack in STACKS}
-    plans = run_all([[sys.executable, "-m", "bootstrap", "plan", "--stack", stack, "--out", str(out[stack])]
-                     for stack in STACKS], cwd=ROOT)
-    for stack, done in zip(STACKS, plans):
-        assert done.returncode == 0, f"plan --stack {stack} --out failed:\n{done.stderr}"
-        assert any((out[stack] / "k8s").glob("*.yaml"))
+    out = {stack: plan_out(stack) for stack in STACKS}
+    for stack in STACKS:
+        assert any((out[stack] / "k8s").glob("*.yaml")), stack
     # No Prisma Cloud look-ups: the checks ship with checkov (--skip-download; BC_SKIP_MAPPING for the guidelines).
     env = {**os.environ, "BC_SKIP_MAPPING": "TRUE"}
     runs = run_all([[str(python), "-m", "checkov.main", "--directory", str(out[stack] / "k8s"),

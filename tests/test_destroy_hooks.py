@@ -25,6 +25,7 @@ from components.hooks import (
     leaked_enis,
     metrics_volumes,
 )
+from tests.conftest import recording as shared_recording
 from tests.conftest import stack_config, stack_raw
 
 REGION = "us-east-1"
@@ -167,7 +168,7 @@ def test_only_detached_metrics_volumes_of_this_cluster_are_deleted(aws):
 
 
 def test_the_cluster_carries_the_volume_hook_and_the_driver_the_tag(run_stack):
-    rec = run_stack("dev")
+    rec = shared_recording("dev")
     (cluster,) = rec.of_type("aws:eks/cluster:Cluster")
     assert cluster.hooks == {"before_delete": [VOLUMES_HOOK, SWEEP_IMAGES_HOOK]}
     # After every node group: they all depend on the cluster, so Pulumi deletes them first.

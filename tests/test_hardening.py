@@ -20,6 +20,7 @@ from components.core.observability import efa_exporter, tensorboard
 from components.core.observability import prometheus_stack as ps
 from components.kubernetes import device_plugins
 from tests import k8s
+from tests.conftest import recording as shared_recording
 from tests.conftest import stack_config
 from tests.test_charts import chart_defaults, chart_name, merged
 
@@ -138,10 +139,8 @@ def test_training_pods_are_left_as_they_are():
 @pytest.fixture(scope="module")
 def effective() -> dict[str, dict[str, Any]]:
     """chart name -> our values of the prod stack merged over the chart's defaults."""
-    from bootstrap.offline import mocks
-    from tests.conftest import stack_raw
 
-    recording = mocks.run_program(stack_raw("prod"), "prod")
+    recording = shared_recording("prod")
     out = {}
     for release in recording.of_type("kubernetes:helm.sh/v3:Release"):
         name = chart_name(release.inputs["chart"])

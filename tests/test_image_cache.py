@@ -15,14 +15,14 @@ import pytest
 from moto import mock_aws
 
 from bootstrap.deployed import destroy_report
-from bootstrap.offline import mocks
 from components.aws import image_cache
 from components.core import images
 from components.core import versions as v
 from components.core.kube import launcher, trainer
 from components.hooks import IMAGES_HOOK, HookWork
 from components.hooks import image_cache as cache_hook
-from tests.conftest import prod_started, stack_config, stack_raw
+from tests.conftest import prod_started, stack_config
+from tests.conftest import recording as shared_recording
 from tests.test_destroy_hooks import hook_args, settings
 from tests.test_teardown_cli import FakeStack, repositories, run_destroy, state_of
 
@@ -102,7 +102,7 @@ def test_only_public_ecr_images_go_through_the_cache():
 
 @pytest.fixture(scope="module")
 def dev():
-    return mocks.run_program(stack_raw("dev"), "dev")
+    return shared_recording("dev")
 
 
 def test_the_rule_template_and_node_permissions(dev):
@@ -283,7 +283,7 @@ def test_the_plan_shows_time_to_first_step_per_job():
 
 
 def test_the_efa_counters_pull_busybox_through_the_cache():
-    rec = mocks.run_program(stack_raw("prod"), "prod")
+    rec = shared_recording("prod")
     daemon = rec.named("gpucluster-prod-monitoring-efa-counters")
     images_used = {c["image"] for c in daemon.inputs["spec"]["template"]["spec"]["containers"]}
     base = f"{ACCOUNT}.dkr.ecr.us-east-1.amazonaws.com/gpucluster-prod"

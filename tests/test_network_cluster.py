@@ -10,14 +10,12 @@ from components.aws import cluster as cluster_mod
 from components.aws.network import subnet_layout
 from components.core.hardware.zones import EKS_UNSUPPORTED_ZONE_IDS, Zone, choose_zones
 from components.core.problems import ConfigError
+from tests.conftest import recording as shared_recording
 
 
 @pytest.fixture(scope="module")
 def dev(request):
-    from bootstrap.offline import mocks
-    from tests.conftest import stack_raw
-
-    return mocks.run_program(stack_raw("dev"), "dev")
+    return shared_recording("dev")
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,7 @@ from components.aws import cluster as cluster_mod
 from components.core.kube import network_policy as np
 from components.kubernetes import monitoring, operators
 from tests import k8s
+from tests.conftest import recording as shared_recording
 from tests.test_charts import CHARTS, unknown_keys
 
 NETPOL = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
@@ -249,14 +250,13 @@ def test_the_operator_and_the_counters_take_prometheus_only():
 
 @pytest.fixture(scope="module")
 def prod():
-    from bootstrap.offline import mocks
-    from tests.conftest import prod_started, stack_raw
+    from tests.conftest import prod_started
 
-    return mocks.run_program(stack_raw("prod", prod_started()), "prod")
+    return shared_recording("prod", prod_started())
 
 
 def test_registered_in_both_stacks_before_any_job(prod, run_stack):
-    for rec, extra in ((prod, {"efa-counters-ingress"}), (run_stack("dev"), set())):
+    for rec, extra in ((prod, {"efa-counters-ingress"}), (shared_recording("dev"), set())):
         policies = {r.inputs["metadata"]["name"]: r for r in rec.of_type(NETPOL)}
         assert set(policies) == {p["metadata"]["name"] for p in POLICIES} | {"mpi-operator-ingress"} | extra
         (namespace,) = [r for r in rec.of_type("kubernetes:core/v1:Namespace") if r.name.endswith("training-ns")]

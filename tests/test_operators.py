@@ -10,6 +10,7 @@ from components.core.kube import mpi_operator, trainer
 from components.core.kube.nodepool import SYSTEM_NODE_LABEL
 from components.kubernetes import operators
 from tests import k8s
+from tests.conftest import recording as shared_recording
 from tests.conftest import stack_config
 
 OBJECTS = mpi_operator.mpi_operator_objects()
@@ -166,7 +167,7 @@ def test_the_stack_and_submit_give_the_runtime_the_cache_s_image(run_stack):
     from bootstrap.jobs import render
     from tests.conftest import prod_started
 
-    rec = run_stack("prod", prod_started())
+    rec = shared_recording("prod", prod_started())
     base = rec.stack_outputs["imageCache"]
     expected = [f"{base}/deep-learning-containers/pytorch:2.13.0-cu133-amzn2023"]
     assert runtime_images(rec) == expected

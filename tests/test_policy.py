@@ -45,6 +45,7 @@ from policy.rules import RULES, Resource, check_recording, level_for, to_resourc
 from policy.rules.base import UNKNOWN_VALUES
 from policy.rules.fleet import fleet_at_max
 from tests.conftest import ROOT, stack_config, stack_raw
+from tests.conftest import recording as shared_recording
 
 UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # the engine's unknown string
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -66,7 +67,7 @@ def runs():
     example jobs started, so the rules see a TrainJob and an MPIJob)."""
     from tests.conftest import prod_started
 
-    return {stack: mocks.run_program(stack_raw(stack, prod_started() if stack == "prod" else None), stack)
+    return {stack: shared_recording(stack, prod_started() if stack == "prod" else None)
             for stack in ("dev", "prod")}
 
 

@@ -8,6 +8,7 @@ from bootstrap.offline import mocks
 from bootstrap.offline.plan_report import kubernetes_objects
 from components.core.hardware import catalog
 from tests.conftest import prod_started, stack_config, stack_raw
+from tests.conftest import recording as shared_recording
 from tests.k8s import validate_core, validate_custom
 
 CRD_FILES = {
@@ -27,8 +28,7 @@ CRD_FILES = {
 @pytest.fixture(scope="module", params=["dev", "prod"])
 def stack(request):
     # prod's example jobs as if they started with `pulumi up` (shipped opt-in): what jobs become is tested here.
-    recording = mocks.run_program(stack_raw(request.param, prod_started() if request.param == "prod" else None),
-                                  request.param)
+    recording = shared_recording(request.param, prod_started() if request.param == "prod" else None)
     return request.param, stack_config(request.param), recording, None
 
 
@@ -169,7 +169,7 @@ def test_destroy_order_jobs_then_queue_then_operators_then_nodes(stack):
 
 
 def test_prod_fabric_test_and_outputs(run_stack):
-    rec = run_stack("prod", prod_started())
+    rec = shared_recording("prod", prod_started())
     out = rec.stack_outputs
     assert out["expectedBusBandwidthGBps"] == {"h100": 487.0}
     assert out["gpuNodeGroups"] == {"h100": "gpucluster-prod-h100-node-group"}

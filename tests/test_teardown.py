@@ -14,6 +14,7 @@ from components.core.kube import trainer
 from components.core.planning import cost
 from components.hooks import BUCKET_HOOK, ENI_HOOK, EXPORT_HOOK, FSX_TASKS_HOOK
 from tests.conftest import prod_started, stack_config, stack_raw
+from tests.conftest import recording as shared_recording
 from tests.k8s import validate_custom
 
 DRA = "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"
@@ -24,7 +25,7 @@ CLUSTER_QUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue"
 
 @pytest.fixture(scope="module")
 def prod() -> mocks.Recording:
-    return mocks.run_program(stack_raw("prod", prod_started()), "prod")
+    return shared_recording("prod", prod_started())
 
 
 @pytest.fixture(scope="module")
@@ -131,7 +132,7 @@ KEPT = {"gpucluster:storage": {"bucketName": "gpucluster-prod-data-1a2b3c4d",
 
 @pytest.fixture(scope="module")
 def adopted() -> mocks.Recording:
-    return mocks.run_program(stack_raw("prod", KEPT), "prod")
+    return shared_recording("prod", KEPT)
 
 
 def test_an_adopted_bucket_is_linked_and_neither_created_nor_deleted(adopted):
