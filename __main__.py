@@ -101,7 +101,8 @@ image_cache = ImageCache(f"{name}-image-cache", ImageCacheArgs(
 cached = [image_cache] if image_cache is not None else []
 cache_base = image_cache.base if image_cache is not None else None
 
-# Prometheus, Grafana and the exporters first: the other charts' ServiceMonitors need their CRDs.
+# The metrics stack beside the controllers, not before them: only monitors (ServiceMonitor, PodMonitor,
+# PrometheusRule) wait for its CRDs (`crds_ready`); no chart but dcgm-exporter's renders one.
 monitoring = Monitoring(f"{name}-monitoring", MonitoringArgs(
     config=cfg, cluster=cluster.name, provider=cluster.provider, file_system_id=storage.file_system_id,
     claim_name=volume.claim_name, claim=volume, training_namespace=cluster.training_namespace,
@@ -111,26 +112,26 @@ metrics_crds = monitoring.crds_ready if monitoring is not None else []
 autoscaler = ClusterAutoscaler(f"{name}-autoscaler", ClusterAutoscalerArgs(
     cluster_name=name, cluster=cluster.name, region=cfg.region, account_id=caller.account_id, partition=partition,
     kubernetes_version=cfg.kubernetes_version, pools=cfg.all_pools, provider=cluster.provider,
-    depends_on=[cluster.system_nodes, *cluster.core_addons, *metrics_crds], tags=cfg.tags,
-    metrics=monitoring is not None))
+    depends_on=[cluster.system_nodes, *cluster.core_addons], tags=cfg.tags, metrics_crds=metrics_crds))
 operators = Operators(f"{name}-operators", OperatorsArgs(
     provider=cluster.provider, pools=cfg.gpu_pools, jobs=cfg.jobs, claim_name=volume.claim_name,
     image_cache=cache_base, depends_on=[cluster.system_nodes, *cached], metrics_crds=metrics_crds))
 queue = Queue(f"{name}-queue", QueueArgs(
     pools=cfg.all_pools, system_nodes=cfg.system_nodes, namespace=cfg.training_namespace,
     namespace_resource=cluster.training_namespace, provider=cluster.provider, stop_policy=cfg.stop_policy,
-    metrics=monitoring is not None, depends_on=[operators, *metrics_crds]))
+    depends_on=operators.ready, metrics_crds=metrics_crds))
 
 for index, job in enumerate(cfg.jobs):
     TrainingJob(f"{name}-{job.name}", TrainingJobArgs(
         job=job, pool=cfg.pool(job.pool), namespace=cfg.training_namespace, claim_name=volume.claim_name,
         provider=cluster.provider, storage=cfg.storage, prices=cfg.prices,
         secret_env={k: job.env[k] for k in cfg.secret_env(index)}, ps_pool=cfg.ps_pool_of(job),
-        image_cache=cache_base, depends_on=[operators, queue, volume, plugins, pools[job.pool], job_identity, *cached,
-                    *([pools[job.ps_pool]] if job.launcher == "ps" else [])]))
+        image_cache=cache_base, depends_on=[*operators.ready, *queue.ready, volume, plugins, pools[job.pool],
+                                            job_identity, *cached,
+                                            *([pools[job.ps_pool]] if job.launcher == "ps" else [])]))
 fabric_tests = {pool.name: FabricTest(f"{name}-{pool.name}-fabric-test", FabricTestArgs(
     pool=pool, namespace=cfg.training_namespace, provider=cluster.provider, image_cache=cache_base,
-    depends_on=[operators, queue, plugins, pools[pool.name], cluster.training_namespace, *cached],
+    depends_on=[*operators.ready, *queue.ready, plugins, pools[pool.name], cluster.training_namespace, *cached],
 )) for pool in cfg.gpu_pools if pool.fabric_test}
 
 reserved = {pool: block.instance_count for pool, block in blocks.items()}

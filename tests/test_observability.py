@@ -25,6 +25,7 @@ from components.core.observability import alerts, dashboards, efa_exporter, metr
 from components.core.observability import prometheus_stack as ps
 from components.core.planning.metrics_footprint import footprint
 from tests import k8s
+from tests.conftest import recording as shared_recording
 from tests.conftest import stack_config, stack_raw
 
 METRICS = k8s.UPSTREAM / "metrics"
@@ -266,9 +267,7 @@ def test_the_counters_we_name_are_the_efa_driver_s():
 
 @pytest.fixture(scope="module")
 def prod():
-    from bootstrap.offline import mocks
-
-    return mocks.run_program(stack_raw("prod"), "prod")
+    return shared_recording("prod")
 
 
 def objects(rec, kind: str) -> list[dict]:
@@ -334,7 +333,7 @@ def test_efa_counters_run_on_efa_nodes_of_published_pinned_images(prod, run_stac
     assert all(m["readOnly"] for c in pod["containers"] for m in c["volumeMounts"] if m["name"] == "sys")
     monitors = {o["metadata"]["name"] for o in objects(prod, "PodMonitor")}
     assert monitors == {"efa-counters", "gpucluster-jobs", "mpi-operator"}
-    assert objects(run_stack("dev"), "DaemonSet") == []  # dev's g6e.xlarge has no EFA
+    assert objects(shared_recording("dev"), "DaemonSet") == []  # dev's g6e.xlarge has no EFA
 
 
 def test_three_dashboards_in_configmaps_the_sidecar_loads(prod):
@@ -397,15 +396,35 @@ def test_the_system_nodes_reach_fsx_for_tensorboard_without_fsx_waiting_for_eks(
     assert not [r for r in off.resources if r.type.startswith("aws:vpc/securityGroup") and "-system" in r.name]
 
 
-def test_other_charts_scrape_through_their_own_service_monitors_after_the_crds(prod):
+def test_kueue_and_the_autoscaler_are_scraped_through_our_monitors_after_the_crds_not_their_charts(prod):
+    # A chart rendering a ServiceMonitor could not install before the CRDs: Kueue and the autoscaler would
+    # wait for the whole metrics stack (tests/test_time_to_ready.py). Their charts' monitors are off; ours
+    # wait for the CRDs, the charts do not.
     stack = release(prod, "kube-prometheus-stack")
-    for chart, key in (("cluster-autoscaler", ("serviceMonitor", "enabled")),
-                       ("oci://registry.k8s.io/kueue/charts/kueue", ("enablePrometheus",))):
+    for chart, key, monitor, namespace in (
+            ("cluster-autoscaler", ("serviceMonitor", "enabled"), "gpucluster-prod-autoscaler-monitor", "kube-system"),
+            ("oci://registry.k8s.io/kueue/charts/kueue", ("enablePrometheus",), "gpucluster-prod-queue-monitor",
+             "kueue-system")):
         other = release(prod, chart)
         value = other.inputs["values"]
         for part in key:
             value = value[part]
-        assert value is True and prod.depends_on(other, stack), chart
+        assert value is False and not prod.depends_on(other, stack), chart
+        ours = prod.named(monitor)
+        assert ours.inputs["kind"] == "ServiceMonitor" and ours.inputs["metadata"]["namespace"] == namespace
+        assert prod.depends_on(ours, stack) and prod.depends_on(ours, other)
+        k8s.validate_custom(ours.inputs, "monitoring.coreos.com_servicemonitors.yaml")
+    # The charts' Services, as their templates label them (scrape.py names the templates).
+    kueue = prod.named("gpucluster-prod-queue-monitor").inputs["spec"]
+    assert kueue["selector"]["matchLabels"] == {"app.kubernetes.io/name": "kueue", "app.kubernetes.io/instance": "kueue",
+                                                "app.kubernetes.io/component": "metrics-service"}
+    assert kueue["endpoints"] == [{"port": "https", "path": "/metrics", "scheme": "https",
+                                   "bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token",
+                                   "tlsConfig": {"insecureSkipVerify": True}}]
+    autoscaler = prod.named("gpucluster-prod-autoscaler-monitor").inputs["spec"]
+    assert autoscaler["selector"]["matchLabels"] == {"app.kubernetes.io/instance": "cluster-autoscaler",
+                                                     "app.kubernetes.io/name": "aws-cluster-autoscaler"}
+    assert autoscaler["endpoints"] == [{"port": "http", "path": "/metrics", "interval": "10s"}]
 
 
 def test_operators_without_a_chart_monitor_get_ours_after_the_crds(prod):

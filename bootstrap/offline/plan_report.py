@@ -166,26 +166,22 @@ def _start(starts: dict, name: str) -> dict[str, Any]:
     return {"startOrder": start.order if start else None, "startsAfter": start.after if start else None}
 
 
-# EKS control plane about 9 minutes (8.5-10 in Terraform logs; FACTS.md
-# "Provisioning times"); the file system and its S3 link in components.core.storage.fsx.
-# After the control plane, estimates within eksctl's 15-30 minutes end to end (FACTS.md): the system
-# node group (EC2 launch, join, add-ons' pods) and the charts, which Helm waits for, in parallel.
-EKS_MINUTES = 9
-SYSTEM_NODES_MINUTES = 4
-CHARTS_MINUTES = 5
-
-
-def time_to_ready(cfg: config.StackConfig) -> dict[str, Any]:
-    """The two slow paths, created in parallel, and what the S3 link adds; then the volume and the jobs."""
+def time_to_ready(cfg: config.StackConfig, recording: mocks.Recording) -> dict[str, Any]:
+    """The critical path through the recorded graph (bootstrap.offline.time_to_ready), its parallel bound,
+    and the storage path beside it."""
+    from bootstrap.offline import time_to_ready as ttr
     from components.core.storage import fsx
 
-    storage = fsx.time_to_ready_minutes(cfg.storage)
+    result = ttr.compute(recording.resources)
     link = ("one data repository association (the bucket at /), created after the file system"
             if cfg.storage.s3_link else "no S3 link")
-    cluster = EKS_MINUTES + SYSTEM_NODES_MINUTES + CHARTS_MINUTES
-    return {"eksMinutes": EKS_MINUTES, "systemNodesMinutes": SYSTEM_NODES_MINUTES, "chartsMinutes": CHARTS_MINUTES,
-            "clusterMinutes": cluster, "storageMinutes": storage, "s3Link": link,
-            "criticalPathMinutes": max(cluster, storage) + 1}
+    return integral({
+        "criticalPathMinutes": result.modelled, "boundMinutes": result.bound, "ratio": result.ratio,
+        "criticalPath": [{"name": s.name, "kind": s.kind, "minutes": s.minutes, "finishMinutes": s.finish,
+                          "why": s.why, "alongside": list(s.alongside)} for s in result.steps],
+        "unneededWaits": [list(pair) for pair in result.unneeded],
+        "eksMinutes": ttr.EKS_MINUTES, "storageMinutes": fsx.time_to_ready_minutes(cfg.storage), "s3Link": link,
+    })
 
 
 def monitoring_summary(cfg: config.StackConfig) -> dict[str, Any] | None:
@@ -233,7 +229,7 @@ def build_report(cfg: config.StackConfig, recording: mocks.Recording, standins: 
         "storage": storage_summary(cfg),
         "laterUps": node_updates.later_ups(),
         "jobIdentity": job_identity_summary(cfg, recording),
-        "timeToReady": time_to_ready(cfg),
+        "timeToReady": time_to_ready(cfg, recording),
         "jobs": (jobs := job_rows(cfg)),
         "startsNow": starts_now(cfg, jobs),
         "cost": {"minPerHour": estimate.get("min"), "maxPerHour": estimate.get("max"),

@@ -124,11 +124,7 @@ def render(report: dict[str, Any], tree: list[str]) -> str:
                    "  nothing else (gpucluster:jobPolicyArns adds managed policies)")
         out.append(f"  credentials from the Pod Identity agent at {ident['credentials']}, the one link-local "
                    "address the NetworkPolicies open")
-    r = report["timeToReady"]
-    out += ["", "Time to ready (`pulumi up` from nothing; the two paths run in parallel)",
-            f"  cluster ~{r['clusterMinutes']} min: EKS ~{r['eksMinutes']}, system nodes ~{r['systemNodesMinutes']}, "
-            f"charts and add-ons ~{r['chartsMinutes']}; FSx ~{r['storageMinutes']} min with {r['s3Link']}; "
-            f"then the volume and the jobs: ~{r['criticalPathMinutes']} min in all (estimates)"]
+    out += _time_to_ready(report["timeToReady"])
     out += ["", "Jobs (queued in Kueue; start order per pool by priority, then as listed)"]
     for j in report["jobs"]:
         line = (f"  {j['name']}: {j['launcher']} on {j['pool']}, {j['nodes']} node{'' if j['nodes'] == 1 else 's'}, "
@@ -231,6 +227,21 @@ def _monitoring(m: dict[str, Any] | None) -> list[str]:
     out.append("  remote write: " + ("Amazon Managed Service for Prometheus, a new workspace, "
                                      f"~${cost['amp']:.2f}/h at maxNodes" if m["remoteWrite"] == "amp" else "off"))
     out += [f"  {name}: {command}" for name, command in m["portForward"].items()]
+    return out
+
+
+def _time_to_ready(r: dict) -> list[str]:
+    """The critical path the plan computed through the program's dependencies, and its parallel bound."""
+    out = ["", "Time to ready (`pulumi up` from nothing, along the program's dependencies; estimates)",
+           f"  ~{r['criticalPathMinutes']:g} min; with only the waits each step needs ~{r['boundMinutes']:g} min "
+           f"(ratio {r['ratio']:.2f}). Critical path:"]
+    for step in r["criticalPath"]:
+        alongside = f" (as long: {', '.join(step['alongside'])})" if step["alongside"] else ""
+        why = f": {step['why']}" if step["why"] else ""
+        out.append(f"    by {step['finishMinutes']:>2g} min  {step['name']} +{step['minutes']:g}{alongside}{why}")
+    out.append(f"  in parallel: FSx ~{r['storageMinutes']} min with {r['s3Link']}")
+    for waiting, waited in r["unneededWaits"]:
+        out.append(f"  WARNING: {waiting} waits for {waited} without needing it: the path is longer than it has to be")
     return out
 
 

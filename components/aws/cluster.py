@@ -207,21 +207,32 @@ class Cluster(pulumi.ComponentResource):
                                  resolve_conflicts_on_update="PRESERVE", tags=tags,
                                  opts=pulumi.ResourceOptions(parent=self, depends_on=depends_on), **extra)
 
-        pod_identity_agent = addon("eks-pod-identity-agent", [])
+        # The three DaemonSets nodes need are created side by side, right after the control plane. vpc-cni
+        # does not wait for the Pod Identity agent: EKS makes the add-on and its association without it (the
+        # "agent first" check is eksctl's own, eksctl-io/eksctl #8346); aws-node asks the agent on its node
+        # for credentials only when a node starts, and every node group waits for both (node_prerequisites).
+        # The CNI's role must hold its policy before aws-node starts (and, on destroy, keep it until the
+        # add-on is gone).
         self.core_addons = [
-            # The CNI's role must hold its policy before aws-node starts (and,
-            # on destroy, keep it until the add-on is gone).
-            addon("vpc-cni", [pod_identity_agent, *cni_policies], pod_identity_associations=[
+            addon("vpc-cni", [*cni_policies], pod_identity_associations=[
                 {"role_arn": cni_role.arn, "service_account": CNI_SERVICE_ACCOUNT}],
                 configuration_values=json.dumps(VPC_CNI_CONFIGURATION)),
             addon("kube-proxy", []),
-            pod_identity_agent,
+            addon("eks-pod-identity-agent", []),
         ]
 
+        # What a node group waits for, each needed: vpc-cni (a node turns Ready only once aws-node runs on
+        # it; terraform-aws-eks creates it "before_compute" for that, #2820), kube-proxy (aws-node reaches
+        # the API server through the kubernetes Service's ClusterIP, which kube-proxy programs), the Pod
+        # Identity agent (aws-node's credentials for the CNI role) and the node role's policies (kubelet's
+        # join and image pulls).
         self.node_prerequisites = [*self.core_addons, *node_policies]
         self.system_nodes, self.system_zone = system_node_group(
             name, cfg, args.subnet_ids, args.zones, cluster.name, self.node_role.arn, self.node_prerequisites, self,
             args.hooks)
+        # CoreDNS (and the EBS CSI controller below) are Deployments: EKS reports the add-on ACTIVE only once
+        # their pods run, so before any node it would sit DEGRADED until the timeout (terraform-aws-eks #1801,
+        # #3001). The node monitoring agent (a DaemonSet) waits alongside CoreDNS, off the critical path.
         for addon_name in ADDONS_AFTER_NODES:
             self.core_addons.append(addon(addon_name, [self.system_nodes]))
         ebs_role, ebs_policies = iam.service_role(

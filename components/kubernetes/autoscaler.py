@@ -3,7 +3,9 @@
 The upstream chart (pinned in components.core.versions) on the system
 nodes, with AWS access through an EKS Pod Identity association whose role
 may change only this cluster's Auto Scaling groups. Values, flags and the
-policy are pure functions in components.core.kube.autoscaling.
+policy are pure functions in components.core.kube.autoscaling. Its
+ServiceMonitor is ours (components.core.observability.scrape), created after
+the Prometheus Operator's CRDs: the release itself does not wait for them.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from components.aws import iam
 from components.core import versions as v
 from components.core.kube import autoscaling, nodepool
 from components.core.kube.nodepool import SYSTEM_NODE_LABEL
+from components.core.observability import scrape
+from components.kubernetes.objects import KubernetesObject
 
 
 @dataclass(frozen=True)
@@ -34,7 +38,9 @@ class ClusterAutoscalerArgs:
     # The system nodes to run on and the Pod Identity agent that hands out the role.
     depends_on: Sequence[pulumi.Resource] = field(default_factory=tuple)
     tags: dict[str, str] = field(default_factory=dict)
-    metrics: bool = False  # the chart's ServiceMonitor (depends_on must then hold Monitoring.crds_ready)
+    # Monitoring.crds_ready when the metrics stack is on: the autoscaler's ServiceMonitor (ours, the chart's
+    # off) waits for it; the release does not, so GPU pools can scale before the metrics stack is up.
+    metrics_crds: Sequence[pulumi.Resource] = field(default_factory=tuple)
 
 
 class ClusterAutoscaler(pulumi.ComponentResource):
@@ -65,11 +71,14 @@ class ClusterAutoscaler(pulumi.ComponentResource):
             repository_opts={"repo": v.CLUSTER_AUTOSCALER_CHART_REPO},
             namespace=autoscaling.NAMESPACE,
             values=autoscaling.helm_values(args.cluster_name, args.region, args.kubernetes_version, args.pools,
-                                           SYSTEM_NODE_LABEL, args.metrics),
+                                           SYSTEM_NODE_LABEL, metrics=False),
             # The pod must find its role the moment it starts: without the
             # association it would fall back to the node role, which may not scale groups.
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider,
                                         depends_on=[association, *args.depends_on]),
         )
+        if args.metrics_crds:
+            KubernetesObject(f"{name}-monitor", scrape.autoscaler_service_monitor(), pulumi.ResourceOptions(
+                parent=self, provider=args.provider, depends_on=[self.release, *args.metrics_crds]))
         self.register_outputs({"roleArn": role.arn, "release": self.release.name,
                                "image": f"{v.CLUSTER_AUTOSCALER_IMAGE}:{autoscaling.image_tag(args.kubernetes_version)}"})

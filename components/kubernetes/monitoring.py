@@ -6,7 +6,10 @@ Pod Identity roles (Grafana: CloudWatch reads for FSx; Prometheus:
 aps:RemoteWrite when remoteWrite is amp; Alertmanager: sns:Publish when a
 topic is set), a random Grafana admin password, the releases and objects.
 Everything that needs the Prometheus Operator's CRDs waits for the release
-(`crds_ready`), the other charts' ServiceMonitors included.
+(`crds_ready`): the monitors and rules, ours and the other components'
+(Kueue's and the autoscaler's are ours, their charts' own off), and
+dcgm-exporter, whose chart renders its ServiceMonitor. No other chart waits
+for the metrics stack.
 """
 
 from __future__ import annotations
@@ -135,6 +138,8 @@ class Monitoring(pulumi.ComponentResource):
                                                     *args.depends_on]))
         self.crds_ready = [stack]
         after_stack = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[stack])
+        # Needed: the chart renders its ServiceMonitor (serviceMonitor.enabled), which Helm cannot install before
+        # the CRD. It ends the plan's critical path ("Time to ready"); no job or controller waits for it.
         k8s.helm.v3.Release(
             f"{name}-dcgm-exporter", name=ps.DCGM_RELEASE, chart=v.DCGM_CHART, version=v.DCGM_CHART_VERSION,
             repository_opts={"repo": v.DCGM_CHART_REPO}, namespace=ps.NAMESPACE, values=ps.dcgm_values(),

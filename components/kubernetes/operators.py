@@ -97,8 +97,8 @@ def mpi_operator_ingress() -> dict[str, Any]:
 class Operators(pulumi.ComponentResource):
     """MPI Operator with its CRD and Kubeflow Trainer (Helm) with our runtimes, on the system nodes.
 
-    Jobs should `depends_on` this component: it completes when the CRDs,
-    the MPI Operator Deployment, the Trainer release and the runtimes exist.
+    Jobs and Kueue wait for `ready`: the CRDs, the MPI Operator and its Deployment, the Trainer release
+    and the runtimes. Not for the whole component: its monitors wait for the metrics stack's CRDs.
     """
 
     crds: dict[str, k8s.apiextensions.v1.CustomResourceDefinition]
@@ -106,6 +106,7 @@ class Operators(pulumi.ComponentResource):
     trainer: k8s.helm.v3.Release
     runtimes: dict[str, pulumi.Resource]
     network_policy: KubernetesObject
+    ready: list[pulumi.Resource]  # everything but the monitors
 
     def __init__(self, name: str, args: OperatorsArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpucluster:index:Operators", name, None, opts)
@@ -149,6 +150,7 @@ class Operators(pulumi.ComponentResource):
             self.runtimes[runtime_name] = KubernetesObject(
                 f"{name}-runtime-{runtime_name}", manifest,
                 pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.trainer]))
+        self.ready = [*foundation, *rest, self.network_policy, self.trainer, *self.runtimes.values()]
         if args.metrics_crds:
             for monitor, owner in ((scrape.mpi_operator_pod_monitor(), mpi_namespace),
                                    (scrape.trainer_service_monitor(), self.trainer),

@@ -2,8 +2,8 @@
 
 Every key is one the pinned chart's values.yaml has (tests/test_charts.py).
 Prometheus selects every ServiceMonitor, PodMonitor and PrometheusRule in
-the cluster (the *SelectorNilUsesHelmValues switches off), so the Kueue
-and autoscaler charts' monitors and ours need no release label.
+the cluster (the *SelectorNilUsesHelmValues switches off), so our monitors
+(Kueue's and the autoscaler's among them) and dcgm-exporter's need no release label.
 """
 
 from __future__ import annotations

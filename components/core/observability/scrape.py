@@ -1,7 +1,10 @@
-"""Monitors for the operators whose charts ship none: the MPI Operator, Kubeflow Trainer and JobSet.
+"""Our monitors: the operators whose charts ship none (the MPI Operator, Kubeflow Trainer and JobSet), and
+Kueue's and cluster-autoscaler's, whose charts' own are left off.
 
-Kueue's and cluster-autoscaler's charts render their own ServiceMonitors
-(components.core.kube.queueing / autoscaling, `metrics=True`). The device
+A chart that renders a ServiceMonitor cannot install before the Prometheus
+Operator's CRDs (kube-prometheus-stack's): Kueue and the autoscaler would wait
+for the whole metrics stack. Their monitors are ours instead, registered after
+the CRDs, the charts' (`enablePrometheus`, `serviceMonitor.enabled`) off. The device
 plugins expose no metrics: NVIDIA's k8s-device-plugin v0.20.0 serves only
 the kubelet's device-plugin socket, and the EFA plugin's chart v0.5.29
 declares no port. Prometheus has cluster-wide get on /metrics (the
@@ -13,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.core.kube import mpi_operator, trainer
+from components.core.kube import autoscaling, mpi_operator, queueing, trainer
 
 API_VERSION = "monitoring.coreos.com/v1"
 PART_OF = {"app.kubernetes.io/part-of": "gpucluster"}
@@ -37,6 +40,23 @@ JOBSET_SERVICE_LABELS = {"app.kubernetes.io/name": "jobset", "app.kubernetes.io/
 JOBSET_SERVICE_PORT = "https"
 SERVICE_ACCOUNT_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"  # Prometheus's own, as Kueue's chart does
 JOBSET_METRICS = ("jobset_failed_total", "jobset_completed_total")
+
+# Kueue 0.19.2's chart: the Service <release>-controller-manager-metrics-service, port `https` 8443,
+# labelled kueue.metricsService.labels (templates/manager/auth_proxy_service.yaml, _helpers.tpl); its own
+# ServiceMonitor scrapes it with Prometheus' token and metrics.serviceMonitor.tlsConfig's default
+# insecureSkipVerify (templates/prometheus/monitor.yaml). Its other enablePrometheus objects, a Role and
+# RoleBinding for kube-prometheus' prometheus-k8s account, do not name ours.
+KUEUE_RELEASE = "kueue"
+KUEUE_SERVICE_PORT = "https"
+
+# cluster-autoscaler 9.59.0's chart: the Service <fullname> labelled and selected by
+# cluster-autoscaler.instance-name (instance: the release; name: <cloudProvider>-cluster-autoscaler),
+# port service.portName `http` (8085); its ServiceMonitor's interval and path are the chart's
+# serviceMonitor defaults (templates/service.yaml, servicemonitor.yaml, _helpers.tpl; values.yaml).
+AUTOSCALER_SERVICE_LABELS = {"app.kubernetes.io/instance": autoscaling.RELEASE_NAME,
+                             "app.kubernetes.io/name": "aws-cluster-autoscaler"}
+AUTOSCALER_SERVICE_PORT = "http"
+AUTOSCALER_INTERVAL = "10s"
 
 # A self-signed serving certificate: the scrape cannot verify it (controller-runtime
 # pkg/metrics/server falls back to one when no certificate directory is set).
@@ -69,4 +89,26 @@ def jobset_service_monitor() -> dict[str, Any]:
         "spec": {"selector": {"matchLabels": dict(JOBSET_SERVICE_LABELS)},
                  "endpoints": [{"port": JOBSET_SERVICE_PORT, "path": "/metrics", "scheme": "https",
                                 "bearerTokenFile": SERVICE_ACCOUNT_TOKEN, "tlsConfig": dict(SELF_SIGNED)}]},
+    }
+
+
+def kueue_service_monitor() -> dict[str, Any]:
+    labels = {"app.kubernetes.io/name": "kueue", "app.kubernetes.io/instance": KUEUE_RELEASE,
+              "app.kubernetes.io/component": "metrics-service"}
+    return {
+        "apiVersion": API_VERSION, "kind": "ServiceMonitor",
+        "metadata": {"name": "kueue", "namespace": queueing.NAMESPACE, "labels": PART_OF},
+        "spec": {"selector": {"matchLabels": labels},
+                 "endpoints": [{"port": KUEUE_SERVICE_PORT, "path": "/metrics", "scheme": "https",
+                                "bearerTokenFile": SERVICE_ACCOUNT_TOKEN, "tlsConfig": dict(SELF_SIGNED)}]},
+    }
+
+
+def autoscaler_service_monitor() -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION, "kind": "ServiceMonitor",
+        "metadata": {"name": "cluster-autoscaler", "namespace": autoscaling.NAMESPACE, "labels": PART_OF},
+        "spec": {"selector": {"matchLabels": dict(AUTOSCALER_SERVICE_LABELS)},
+                 "endpoints": [{"port": AUTOSCALER_SERVICE_PORT, "path": "/metrics",
+                                "interval": AUTOSCALER_INTERVAL}]},
     }
