@@ -51,29 +51,96 @@ def main(argv: list[str]) -> int:
     return getattr(importlib.import_module(module_name), function or "main")(rest)
 
 
+# What a shell reports for a tool its closed pipe ended (`seq 1 1000000 | head -1`: 128 + SIGPIPE).
+CLOSED_PIPE = 141
+
+
 def run(argv: list[str]) -> int:
     """main(), with the one exit-code rule of every verb (0 ok, 1 problems found, 2 could not run) and no
-    traceback for anything a verb did not expect: a short message instead (GPUCLUSTER_DEBUG=1 shows it)."""
+    traceback for anything a verb did not expect: a short message instead (GPUCLUSTER_DEBUG=1 shows it).
+
+    A reader that goes away (`plan | head -1`) ends it quietly with CLOSED_PIPE, as it ends cat or seq: it is
+    neither a problem found nor a failure to run. A file, device or network error a verb did not catch is
+    one line and 2 (could not run), not a bug report."""
     import os
 
+    verb = argv[0] if argv else ""
+    debug = os.environ.get("GPUCLUSTER_DEBUG") == "1"
     try:
-        return main(argv)
+        code = main(argv)
+    except BrokenPipeError:  # the network libraries wrap their own: this is our stdout (or stderr)
+        _silence_stdout()
+        return CLOSED_PIPE
     except KeyboardInterrupt:
-        print("gpucluster: interrupted", file=sys.stderr)
+        _say("gpucluster: interrupted")
         return 2
     except SystemExit:
+        if not _flushed():  # `--help | head -1`
+            return CLOSED_PIPE
         raise
+    except OSError as err:
+        if debug:
+            raise
+        where = f"{err.filename}: " if err.filename else ""
+        _say(f"gpucluster: could not run {verb}: {where}{err.strerror or err} (GPUCLUSTER_DEBUG=1 prints the "
+             "traceback)")
+        return 2
     except Exception as err:  # noqa: BLE001 (the CLI's last line of defence)
-        if os.environ.get("GPUCLUSTER_DEBUG") == "1":
+        if debug:
             raise
         where = err.__traceback__
         while where is not None and where.tb_next is not None:
             where = where.tb_next
         place = f" at {Path(where.tb_frame.f_code.co_filename).name}:{where.tb_lineno}" if where else ""
-        print(f"gpucluster: could not run {argv[0] if argv else ''}: {type(err).__name__}: {err}{place} "
-              "(a bug: please report it; GPUCLUSTER_DEBUG=1 prints the traceback)", file=sys.stderr)
+        _say(f"gpucluster: could not run {verb}: {type(err).__name__}: {err}{place} "
+             "(a bug: please report it; GPUCLUSTER_DEBUG=1 prints the traceback)")
         return 2
+    # Flushed here, so a closed pipe shows inside run() and not in the interpreter's last flush.
+    return code if _flushed() else CLOSED_PIPE
+
+
+def _flushed() -> bool:
+    """Flush stdout; False, with stdout silenced, when its reader has gone."""
+    try:
+        sys.stdout.flush()
+        return True
+    except BrokenPipeError:
+        _silence_stdout()
+        return False
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, as the Python docs' "Note on SIGPIPE" says: what is still buffered would
+    otherwise fail again at exit, printed as "Exception ignored ... BrokenPipeError"."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no file descriptor behind stdout (a test's capture)
+        pass
+
+
+def _say(message: str) -> None:
+    """A line on stderr, unless stderr is the closed pipe too (`2>&1 | head`)."""
+    try:
+        print(message, file=sys.stderr)
+    except BrokenPipeError:
+        pass
+
+
+def end(code: int) -> None:
+    """Exit with `code`; CLOSED_PIPE the way cat or seq end when their reader goes: killed by SIGPIPE (the
+    shell shows 141, make says "Broken pipe"), with nothing printed."""
+    import os
+    import signal
+
+    if code == CLOSED_PIPE and hasattr(signal, "SIGPIPE"):
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGPIPE)
+    sys.exit(code)
 
 
 if __name__ == "__main__":
-    sys.exit(run(sys.argv[1:]))
+    end(run(sys.argv[1:]))

@@ -4,8 +4,16 @@ The CLI merges the project defaults of Pulumi.yaml with Pulumi.<stack>.yaml
 and passes every value as a string (structured values as JSON). The offline
 plan and the tests do the same, so the program parses exactly what it would
 get from `pulumi up`: the file is read with the CLI's YAML rules
-(components.core.config.stack_yaml: yaml.v3's typing, duplicate keys
+(components.core.config.text.stack_yaml: yaml.v3's typing, duplicate keys
 refused, bounded alias expansion and size).
+
+Two ways a stack file is wrong, two exit codes (README "A bad stack ..."):
+a file that cannot be read at all (missing, a directory, not UTF-8, over
+the size bound, not YAML, an alias bomb) raises StackFileError, one line,
+exit 2; a file that reads but holds values the CLI would refuse or read in
+a way nobody means (a repeated key, `010`, an unquoted date, ...) raises
+StackFileProblems with every one of them, a bad stack like any config
+problem: exit 1.
 
 Two keys only the deployer can know (who administers the cluster, where
 pulumi runs from) are not in the shipped stacks; the README says how to set
@@ -19,7 +27,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from components.core.config import stack_yaml
+from components.core.config.text import stack_yaml
+from components.core.problems import ConfigError, Problem
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 
@@ -39,7 +48,23 @@ SECRET_PLACEHOLDER = "[secret]"
 
 
 class StackFileError(Exception):
-    pass
+    """The stack file cannot be read at all: one line, exit 2."""
+
+
+class StackFileProblems(ConfigError):
+    """Values of a readable stack file the Pulumi CLI would refuse or misread: every one, a bad stack (exit 1).
+
+    Reported before, and instead of, the config's own problems: which value a key holds is not known yet."""
+
+    def __init__(self, path: Path, problems: list[tuple[str, str]]):
+        self.path = path
+        super().__init__(Problem(where, message) for where, message in problems)
+
+    def render(self) -> str:
+        n = len(self.problems)
+        lines = [f"gpucluster: {self.path}: {n} problem{'s' if n != 1 else ''} reading the stack file "
+                 "(the config is checked once they are fixed):"]
+        return "\n".join(lines + [f"  - {p}" for p in self.problems])
 
 
 def project_name(project_dir: Path = PROJECT_DIR) -> str:
@@ -64,6 +89,8 @@ def _read(path: Path, project: str) -> stack_yaml.StackDocument:
         raise StackFileError(f"{path}: over {stack_yaml.MAX_BYTES:,} bytes; stack files are a few KB")
     try:
         return stack_yaml.parse(text, project, str(path))
+    except stack_yaml.StackYamlProblems as exc:
+        raise StackFileProblems(path, exc.problems) from None
     except stack_yaml.StackYamlError as exc:
         message = str(exc)
         raise StackFileError(message if message.startswith(str(path)) else f"{path}: {message}") from None
@@ -192,8 +219,8 @@ def load_stack(stack: str, project_dir: Path = PROJECT_DIR, stack_file: Path | N
                overrides: dict[str, Any] | None = None, standins: bool = False):
     """(StackConfig, the raw config as the engine would pass it, the stand-in keys filled) of a stack file.
 
-    Raises StackFileError (unreadable) or config.ConfigError (invalid); `report` turns either into a
-    message on stderr and the verbs' exit code.
+    Raises StackFileError (unreadable) or config.ConfigError (invalid values: StackFileProblems, then the
+    config's problems); `report` turns either into a message on stderr and the verbs' exit code.
     """
     from components.core import stack_config
 
@@ -207,7 +234,7 @@ def load_stack(stack: str, project_dir: Path = PROJECT_DIR, stack_file: Path | N
 
 
 def report(err: Exception) -> int:
-    """Print a stack file or config error the way every verb does; 2 for an unreadable file, 1 for a bad config."""
+    """Print a stack file or config error the way every verb does; 2 for an unreadable file, 1 for a bad stack."""
     import sys
 
     if isinstance(err, StackFileError):

@@ -6,7 +6,8 @@ from typing import Any
 import pulumi
 from pulumi.runtime import config as runtime_config
 
-from components.core.config import StackConfig, stack_yaml
+from components.core.config import StackConfig
+from components.core.config.text import stack_yaml
 from components.core.stack_config import parse
 
 

@@ -187,9 +187,10 @@ def test_nothing_checked_is_exit_2_not_a_pass(tmp_path, capsys, monkeypatch):
         raise RuntimeError("Unable to locate credentials")
     code = preflight.main(["--stack", "prod", "--stack-file", stack_file(tmp_path)], client_factory=no_credentials,
                           ip=lambda: None)
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     assert code == 2
-    assert out.rstrip().endswith("nothing could be checked: are AWS credentials set (`aws sts get-caller-identity`)?")
+    assert err == ("gpucluster: the account could not be checked: are AWS credentials set "
+                   "(`aws sts get-caller-identity`)?\n")
     assert "PASS" not in out
 
 
@@ -209,7 +210,9 @@ def test_text_output_and_unset_deploy_keys(aws, capsys):
     code = preflight.main(["--stack", "prod"], client_factory=factory(sq), ip=lambda: ADDRESS)
     out = capsys.readouterr().out.splitlines()
     assert code == 1
-    assert out[0].startswith("FAIL    gpucluster:adminPrincipalArns set: not set in Pulumi.prod.yaml: pulumi config set")
+    # The README's form: a failing whoami stops it loudly instead of writing an empty ARN.
+    assert out[0] == ("FAIL    gpucluster:adminPrincipalArns set: not set in Pulumi.prod.yaml: admin=$(venv/bin/python "
+                      "-m bootstrap whoami) && pulumi config set --path 'gpucluster:adminPrincipalArns[0]' \"$admin\"")
     assert out[1].startswith("FAIL    gpucluster:publicAccessCidrs set: not set in Pulumi.prod.yaml")
     # The stand-ins are not checked as if they were the user's.
     assert not any("API endpoint reachable" in line or line.startswith("UNKNOWN admin") for line in out)

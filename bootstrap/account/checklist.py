@@ -13,16 +13,16 @@ CHECKS = (checks.identity, checks.zone_plan, pin_checks.ami_release, pin_checks.
           quota_checks.vcpu_quotas, checks.reservations,
           quota_checks.network_quotas, quota_checks.eks_quotas, quota_checks.fsx_quota,
           checks.admins, checks.endpoint, checks.images)
-# AWS's what-is-my-address service (the README's `curl -s https://checkip.amazonaws.com`).
+# AWS's what-is-my-address service (the README's `curl -fsS https://checkip.amazonaws.com`).
 CHECKIP_URL = "https://checkip.amazonaws.com"
 
 
 def how_to_set(key: str) -> str:
     if key.endswith("adminPrincipalArns"):
-        return ("pulumi config set --path 'gpucluster:adminPrincipalArns[0]' \"$(venv/bin/python -m bootstrap "
-                "whoami)\"")
-    return ("pulumi config set --path 'gpucluster:publicAccessCidrs[0]' \"$(curl -s https://checkip.amazonaws.com)/32\""
-            " (or deployerInVpc: true)")
+        return ("admin=$(venv/bin/python -m bootstrap whoami) && "
+                "pulumi config set --path 'gpucluster:adminPrincipalArns[0]' \"$admin\"")
+    return ("ip=$(curl -fsS https://checkip.amazonaws.com) && "
+            "pulumi config set --path 'gpucluster:publicAccessCidrs[0]' \"$ip/32\" (or deployerInVpc: true)")
 
 
 def public_ip() -> str | None:

@@ -1,4 +1,5 @@
-"""The IAM principal behind the caller's credentials: an assumed-role session maps back to its role's ARN."""
+"""The IAM principal behind the caller's credentials (an assumed-role session maps back to its role's ARN), and
+whether an AWS error means the credentials never reached the account."""
 
 from __future__ import annotations
 
@@ -6,10 +7,29 @@ import re
 
 _ASSUMED_ROLE = r"arn:(aws[\w-]*):sts::(\d{12}):assumed-role/([\w+=,.@-]+)/.+"
 _IAM_PRINCIPAL = r"arn:aws[\w-]*:iam::\d{12}:(user|role)/.+"
+# AWS's error codes for credentials that did not authenticate (expired, unknown, badly signed, a skewed clock):
+# the request never reached the account's resources, unlike AccessDenied on one call.
+_NOT_AUTHENTICATED = frozenset({
+    "ExpiredToken", "ExpiredTokenException", "InvalidClientTokenId", "UnrecognizedClientException",
+    "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidSignatureException", "IncompleteSignature",
+    "MissingAuthenticationToken", "AuthFailure", "RequestExpired", "InvalidToken", "TokenRefreshRequired",
+    "RequestTimeTooSkewed",
+})
 
 
 class WhoamiError(Exception):
     pass
+
+
+def cannot_reach_aws(err: Exception) -> bool:
+    """True when a boto3 call failed before AWS looked at the account: no, expired or invalid credentials, no
+    region or profile, no endpoint or network (botocore's own errors). The verb could not run: exit 2. Any other
+    AWS answer (AccessDenied on one call, a missing resource) is about the account, for the verb to judge."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    if isinstance(err, ClientError):
+        return (err.response.get("Error") or {}).get("Code") in _NOT_AUTHENTICATED
+    return isinstance(err, BotoCoreError)
 
 
 def principal_arn(sts, iam) -> tuple[str, str | None]:

@@ -69,12 +69,12 @@ def run(args: argparse.Namespace, select: Callable[[str], automation.DeployedSta
     try:
         cfg, _, _ = stackfile.load_stack(args.stack, project_dir)
     except (stackfile.StackFileError, config.ConfigError) as err:
-        stackfile.report(err)
-        if isinstance(err, config.ConfigError):
+        code = stackfile.report(err)  # a bad stack is a problem found (1), an unreadable file could not run (2)
+        if code == 1:
             # The destroy runs the program, which stops on the same problems.
             print("fix the stack file first: `pulumi destroy` runs the program, which refuses a bad config",
                   file=sys.stderr)
-        return 2
+        return code
     try:
         stack = select(args.stack)
         resources = automation.state_resources(stack)

@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from bootstrap import stackfile
-from components.core.config import GpuPoolConfig, JobConfig, StackConfig, stack_yaml
+from components.core.config import GpuPoolConfig, JobConfig, StackConfig
 from components.core.config.jobs import script_files
+from components.core.config.text import stack_yaml
 from components.core.kube import launcher, trainer, workers
 from components.core.planning import teardown
 from components.core.storage.fsx_volume import CLAIM_NAME

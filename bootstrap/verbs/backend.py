@@ -15,8 +15,14 @@ awskms secrets provider need:
   `pulumi preview` (bootstrap/account/github_oidc.py).
 
 Every step says created, verified or fixed; a second run changes nothing.
-Then it prints the two commands to run. Exit 1 when AWS refuses (one line,
-no traceback), 2 for bad arguments.
+Then it prints the two commands to run.
+
+Exit 0: the backend is there. Exit 1: a problem found in the account (the
+alias's key pending deletion, a bucket name another account holds, or AWS
+refusing one call: AccessDenied on a create or put is a permission to
+fix). Exit 2: it could not run: bad arguments, or AWS was never reached (no,
+expired or invalid credentials, an unknown --profile, no network). One line
+on stderr, no traceback.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import json
 import sys
 
 from bootstrap.account import github_oidc
+from bootstrap.account.identity import cannot_reach_aws
 from bootstrap.account.state_backend import (
     ALIAS,
     DEFAULT_ALIAS,
@@ -71,11 +78,21 @@ def main(argv: list[str], session_factory=None) -> int:
 
     try:
         session = (session_factory or boto3.Session)(profile_name=args.profile, region_name=args.region)
+        # Credentials that work first (no policy can deny this call): S3's HEAD answers an expired token with a
+        # bare 400, which would read as the account refusing.
+        session.client("sts").get_caller_identity()
+    except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as err:
+        print(f"gpucluster: cannot reach AWS: {err}", file=sys.stderr)
+        return 2
+    try:
         report = run(args, session)
     except BackendError as err:
         print(f"gpucluster: {err}", file=sys.stderr)
         return 1
     except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as err:
+        if cannot_reach_aws(err):
+            print(f"gpucluster: cannot reach AWS: {err}", file=sys.stderr)
+            return 2
         print(f"gpucluster: AWS refused: {err}", file=sys.stderr)
         return 1
     if args.json:

@@ -13,8 +13,10 @@ The safe way to tear a stack down:
 4. prints what was kept, and the exact line that makes the next `pulumi up`
    link the kept bucket instead of creating a new one.
 
-Exit codes: 0 destroyed (or nothing to destroy), 1 refused or failed, 2 the
-stack cannot be read (no CLI, no login, no stack, bad stack file).
+Exit codes: 0 destroyed (or nothing to destroy); 1 a bad stack (every
+problem listed: the destroy runs the program, which refuses it), refused or
+failed (the pulumi CLI's failure, whatever its cause); 2 the stack cannot
+be read (an unreadable stack file, no CLI, no login, no such stack).
 """
 
 from __future__ import annotations

@@ -18,8 +18,12 @@ or a fact the account cannot tell), never a traceback:
 - the pinned AMI release and add-on versions exist for the Kubernetes version;
 
 `--json` prints {"ok": bool, "checks": [{"name", "status", "detail"}]}.
-Exit 0 when nothing fails, 1 if any check fails, 2 if the stack file cannot
-be read or no check could tell anything (no credentials, say).
+Exit 0 when nothing fails; 1 if any check fails (an AccessDenied on one check
+is unknown, not a failure) or the stack is bad; 2 if it could not run: the
+stack file cannot be read, or the account could not be reached (the
+credentials check is not a pass: no, expired or invalid credentials, no
+network). Without the account, the deploy-time keys the stack lacks are
+still listed as failures, but the exit is 2: nothing else was checked.
 """
 
 from __future__ import annotations
@@ -33,8 +37,10 @@ from pathlib import Path
 
 from bootstrap import stackfile
 from bootstrap.account.checklist import public_ip, run
-from bootstrap.account.checks import FAIL, PASS, WARN, Check
+from bootstrap.account.checks import FAIL, PASS, Check
 from components.core import config
+
+CREDENTIALS = "credentials"  # checks.identity's check: GetCallerIdentity answered
 
 
 def render(results: list[Check]) -> str:
@@ -69,11 +75,13 @@ def main(argv: list[str], client_factory: Callable | None = None, ip: Callable[[
             return session.client(service, region_name=region or cfg.region)
     results = run(cfg, standins, client_factory, ip)
     failed = any(c.status == FAIL for c in results)
-    checked = any(c.status in (PASS, WARN) for c in results)
+    # Every other check needs the account; a check that needs none (the endpoint's address) is no sign of it.
+    checked = any(c.name == CREDENTIALS and c.status == PASS for c in results)
     if args.json:
         print(json.dumps({"ok": checked and not failed, "checks": [c.to_dict() for c in results]}, indent=2))
     else:
         print(render(results))
-        if not checked:
-            print("nothing could be checked: are AWS credentials set (`aws sts get-caller-identity`)?")
-    return 1 if failed else 0 if checked else 2
+    if not checked:
+        print("gpucluster: the account could not be checked: are AWS credentials set (`aws sts "
+              "get-caller-identity`)?", file=sys.stderr)
+    return 2 if not checked else 1 if failed else 0

@@ -11,6 +11,14 @@ publishes new ones changes nothing. This is the explicit way to move:
 A new AMI release rolls every node of every node group (max_unavailable 1),
 so upgrade when no job runs. `--kubernetes-version 1.36` resolves pins for
 the next minor and writes kubernetesVersion with them.
+
+Exit 0: the pins shown (and written with --write), or nothing to change.
+Exit 1: a problem found: a bad stack file (values the Pulumi CLI would
+misread, no aws:region), or AWS answers but has no pin to give (no add-on
+version for that Kubernetes version, a parameter not published, AccessDenied
+on ssm or eks). Exit 2: it could not run: the stack file or its write
+failed, or AWS was never reached (no, expired or invalid credentials, an
+unknown aws:profile, no network).
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ import sys
 from pathlib import Path
 
 from bootstrap import stackfile
+from bootstrap.account.identity import cannot_reach_aws
 from bootstrap.account.pins import (
     UpgradeError,
     diff,
@@ -43,19 +52,22 @@ def main(argv: list[str]) -> int:
     try:
         raw = stackfile.read_stack_config(args.stack)
         current = stackfile.stack_versions(path)
-        version = args.kubernetes_version or raw.get(f"{config.NAMESPACE}:kubernetesVersion") \
-            or config.DEFAULT_KUBERNETES_VERSION
-        region = raw.get("aws:region")
-        if not region:
-            raise UpgradeError(f"{path.name} sets no aws:region")
-        session = boto3.Session(profile_name=raw.get("aws:profile") or None, region_name=region)
+    except (stackfile.StackFileError, config.ConfigError) as err:
+        return stackfile.report(err)
+    version = args.kubernetes_version or raw.get(f"{config.NAMESPACE}:kubernetesVersion") \
+        or config.DEFAULT_KUBERNETES_VERSION
+    if not raw.get("aws:region"):
+        print(f"gpucluster: {path.name} sets no aws:region", file=sys.stderr)
+        return 1
+    try:
+        session = boto3.Session(profile_name=raw.get("aws:profile") or None, region_name=raw["aws:region"])
         pins = resolve(session.client("ssm"), session.client("eks"), version)
-    except (stackfile.StackFileError, UpgradeError) as err:
+    except UpgradeError as err:
         print(f"gpucluster: {err}", file=sys.stderr)
         return 1
     except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as err:
         print(f"gpucluster: cannot resolve the versions for Kubernetes {version}: {err}", file=sys.stderr)
-        return 1
+        return 2 if cannot_reach_aws(err) else 1
     changes = diff(current, pins)
     if args.kubernetes_version and args.kubernetes_version != raw.get(f"{config.NAMESPACE}:kubernetesVersion"):
         changes.insert(0, f"kubernetesVersion: {raw.get(f'{config.NAMESPACE}:kubernetesVersion')} -> {version}")
@@ -65,7 +77,14 @@ def main(argv: list[str]) -> int:
     print(f"{path.name}, Kubernetes {version}:")
     print("\n".join(f"  {line}" for line in changes))
     if args.write:
-        Path(path).write_text(rewrite(Path(path).read_text(), pins, args.kubernetes_version))
+        try:
+            Path(path).write_text(rewrite(Path(path).read_text(), pins, args.kubernetes_version))
+        except UpgradeError as err:
+            print(f"gpucluster: {err}", file=sys.stderr)
+            return 1
+        except OSError as err:
+            print(f"gpucluster: cannot write {path}: {err.strerror or err}", file=sys.stderr)
+            return 2
         print(f"wrote {path.name}; next: pulumi preview --stack {args.stack} (an AMI change rolls every node)")
     else:
         print("(not written: add --write)")

@@ -4,9 +4,17 @@ An assumed-role session (arn:aws:sts::<account>:assumed-role/<role>/<session>)
 is not a principal EKS access entries take: the role's IAM ARN is, with its
 path, which only IAM knows (GetRole). Prints the ARN alone, so
 
-    pulumi config set --path 'gpucluster:adminPrincipalArns[0]' "$(venv/bin/python -m bootstrap whoami)"
+    admin=$(venv/bin/python -m bootstrap whoami) && pulumi config set --path 'gpucluster:adminPrincipalArns[0]' "$admin"
 
-writes it into the stack once; who runs pulumi later never changes the access entries.
+writes it into the stack once; who runs pulumi later never changes the access
+entries. The `&&` matters: `"$(... whoami)"` inside the pulumi command would
+write an empty ARN when whoami fails.
+
+Exit 0: the ARN on stdout. Exit 1: the credentials work but are no IAM role
+or user EKS can admit (the root user, a federated user). Exit 2: who you are
+cannot be told (no credentials, expired ones, no network, an unknown
+--profile): STS's GetCallerIdentity cannot be denied by a policy, so any AWS
+error means it could not run. Nothing is printed on stdout unless 0.
 """
 
 from __future__ import annotations
@@ -34,7 +42,7 @@ def main(argv: list[str]) -> int:
         return 1
     except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as err:
         print(f"gpucluster: cannot tell who you are: {err}", file=sys.stderr)
-        return 1
+        return 2
     if args.json:
         print(json.dumps({"arn": arn, "note": note}))
     else:

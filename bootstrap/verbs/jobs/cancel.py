@@ -9,7 +9,9 @@ would re-create it) unless --force. With --bucket, or the stack's
 `bucketName` output, the newest object under the job's checkpoint
 directory in S3 is named: what a resuming run will find.
 
-Exit 0: cancelled. Exit 2: not (the reason on stderr).
+Exit 0: cancelled. Exit 1: the --stack is bad (every problem listed).
+Exit 2: not cancelled (the reason on stderr: no such job, a job `pulumi up`
+owns, the cluster cannot be reached, an unreadable stack file).
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ def cluster(args: argparse.Namespace, cfg: config.StackConfig | None) -> tuple[K
 
 
 def fail(prog: str, err: Exception) -> int:
-    """The one way a job verb says it could not run (exit 2)."""
+    """The one way a job verb says it could not run (exit 2), or that its --stack is bad (exit 1, every problem)."""
     if isinstance(err, (stackfile.StackFileError, config.ConfigError)):
         return stackfile.report(err)
     if isinstance(err, KubeError):

@@ -13,8 +13,9 @@ namespace is --namespace, else the stack's trainingNamespace, else
 `training`. With --stack and AWS credentials, the pools' Auto Scaling
 activities are read too (skipped, and noted, otherwise).
 
-Exit 0: no known cause of trouble. Exit 1: causes found. Exit 2: the cluster,
-the stack or the bundle could not be read, or bad arguments.
+Exit 0: no known cause of trouble. Exit 1: causes found, or a bad stack.
+Exit 2: the cluster, the stack file or the bundle could not be read, or bad
+arguments.
 """
 
 from __future__ import annotations
@@ -100,8 +101,7 @@ def _collect(args: argparse.Namespace) -> Bundle:
         try:
             cfg, _, _ = stackfile.load_stack(args.stack, standins=True)
         except (stackfile.StackFileError, config.ConfigError) as err:
-            stackfile.report(err)  # the verbs' own message; doctor could not read the stack: 2
-            raise _Failed(2) from None
+            raise _Failed(stackfile.report(err)) from None  # every verb's message and code: 1 bad, 2 unreadable
     namespace = args.namespace or (cfg.training_namespace if cfg else DEFAULT_NAMESPACE)
     activities = None
     if cfg is not None:

@@ -5,7 +5,8 @@ its rank): all of it, or rank N's lines. A TrainJob's node pods each run
 torchrun for their ranks: node 0's pod, or the pod of rank N's node
 (bootstrap/jobs/logs.py). `-f` follows until the container ends or Ctrl-C.
 
-Exit 0; 2 when the job, its pod or the cluster cannot be read.
+Exit 0; 1 when the --stack is bad; 2 when the job, its pod, the cluster or
+the stack file cannot be read.
 """
 
 from __future__ import annotations

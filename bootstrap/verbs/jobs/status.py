@@ -6,7 +6,8 @@ Reads the namespace's MPIJobs and TrainJobs and their Kueue Workloads
 from admission; the cost is nodes x the pool's price (the stack's
 prices) over it.
 
-Exit 0; 1 when a job failed; 2 when the cluster could not be read.
+Exit 0; 1 when a job failed or the --stack is bad; 2 when the cluster or the
+stack file could not be read.
 """
 
 from __future__ import annotations

@@ -8,8 +8,9 @@ the bus bandwidth nccl-report expects). It shows what each stage waits for
 (the queue, nodes from zero: minutes) and removes what it created, on
 Ctrl-C too. A pool's nodes are billed while a stage runs.
 
-Exit 0: every stage passed. Exit 1: a stage failed or timed out. Exit 2:
-the cluster or the stack could not be read, or it was interrupted.
+Exit 0: every stage passed. Exit 1: a stage failed or timed out, or the
+stack is bad. Exit 2: the cluster or the stack file could not be read, no
+such --pool, or it was interrupted.
 """
 
 from __future__ import annotations
