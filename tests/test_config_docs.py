@@ -83,9 +83,9 @@ def test_the_schema_speaks_json_schema_not_pydantic():
     assert text["type"] == "string"  # the engine's "2", which the program reads as 2
 
 
-def schema_patterns(node=None) -> list[str]:
+def schema_patterns(node=...) -> list[str]:
     """Every regular expression in the schema: `pattern` values and patternProperties keys."""
-    node = json.loads(docs.SCHEMA_FILE.read_text()) if node is None else node
+    node = json.loads(docs.SCHEMA_FILE.read_text()) if node is ... else node
     found = []
     if isinstance(node, dict):
         for key, value in node.items():
@@ -133,6 +133,9 @@ def test_each_shipped_stack_passes_the_schema(stack):
 # (where in the stack file, the value, the error's path in the schema)
 BAD_VALUES = [
     (("gpucluster:systemNodes", "count"), 0, "config.gpucluster:systemNodes.count"),
+    # The text of a number keeps its bounds.
+    (("gpucluster:systemNodes", "count"), "0", "config.gpucluster:systemNodes.count"),
+    (("gpucluster:jobs", 0, "maxCostUsd"), "0", "config.gpucluster:jobs.0.maxCostUsd"),
     (("gpucluster:systemNodes", "instanceType"), "m5.large", "config.gpucluster:systemNodes.instanceType"),
     (("gpucluster:kubernetesVersion",), 1.3, "config.gpucluster:kubernetesVersion"),
     (("gpucluster:network", "natGateways"), "double", "config.gpucluster:network.natGateways"),
@@ -187,6 +190,13 @@ ACCEPTED = [
     (("gpucluster:prices",), {"g6e.xlarge": "1.9"}),
     (("gpucluster:tags",), {"costCenter": 1234}),
     (("gpucluster:jobs", 0, "env"), {"NCCL_NTHREADS": 4}),
+    # A top-level key reaches the program as the text of its YAML value, and "" (or null) leaves it unset;
+    # null leaves a nested key unset too.
+    (("gpucluster:kubernetesVersion",), 1.35),
+    (("gpucluster:trainingNamespace",), 123),
+    (("gpucluster:clusterName",), ""),
+    (("gpucluster:gpuAvailabilityZone",), None),
+    (("gpucluster:jobs", 0, "maxCostUsd"), None),
 ]
 
 
@@ -203,6 +213,20 @@ def test_a_secret_top_level_value_passes_the_schema():
     assert schema_problems(document) == []
     document = _set(stack_document("dev"), ("gpucluster:clusterName",), {"secret": "v1:abc"})
     assert schema_problems(document) == ["config.gpucluster:clusterName"]
+
+
+def test_the_slack_webhook_is_a_secret_to_the_schema_the_program_and_the_readme():
+    # `pulumi config set --secret` writes ciphertext the CLI decrypts for the program; a URL in plain text is
+    # refused by both, and the program says how to set it.
+    url = "https://hooks.slack.com/services/T0/B0/abc"
+    document = _set(stack_document("dev"), ("gpucluster:alertSlackWebhookUrl",), url)
+    assert schema_problems(document) == ["config.gpucluster:alertSlackWebhookUrl"]
+    with pytest.raises(ConfigError, match="stored in plain text.*pulumi config set --secret"):
+        parse_stack(stackfile.with_plan_standins(stackfile_raw(document))[0], "gpucluster", "dev")
+    document = _set(stack_document("dev"), ("gpucluster:alertSlackWebhookUrl",), {"secure": "v1:abc"})
+    assert schema_problems(document) == []
+    rows = {key: kind for key, kind, *_ in docs.reference_rows()}
+    assert rows["alertSlackWebhookUrl"] == "secret (Slack webhook URL)"
 
 
 def test_a_price_for_an_unknown_type_is_refused_by_both():

@@ -6,6 +6,15 @@ adds the checks that need planning); docs.py writes the JSON Schema and
 the README's reference from the same schema.
 """
 
+from components.core.config.cluster import (
+    ADDONS,
+    DEFAULT_KUBERNETES_VERSION,
+    EKS_VERSIONS,
+    NetworkConfig,
+    SystemNodesConfig,
+    VersionPins,
+    support_type,
+)
 from components.core.config.jobs import (
     CLEAN_POD_POLICIES,
     GRACE_PERIOD_MAX_SECONDS,
@@ -23,19 +32,7 @@ from components.core.config.pools import (
     CpuPoolConfig,
     GpuPoolConfig,
 )
-from components.core.config.stack import (
-    ADDONS,
-    DEFAULT_KUBERNETES_VERSION,
-    EKS_VERSIONS,
-    NAMESPACE,
-    PAUSE_MODES,
-    NetworkConfig,
-    StackConfig,
-    StackKeys,
-    SystemNodesConfig,
-    VersionPins,
-    support_type,
-)
+from components.core.config.stack import NAMESPACE, PAUSE_MODES, StackConfig, StackKeys
 from components.core.config.storage import (
     FSX_GIB_PER_TIB,
     FSX_PERSISTENT_2_THROUGHPUT,

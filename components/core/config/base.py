@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Annotated, Any, Literal, get_args, get_origin
 
 from pydantic import (
@@ -36,6 +36,16 @@ from pydantic.alias_generators import to_camel
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from components.core.config.describe import Allowed, unwrap
+from components.core.config.text.scalars import (
+    BOOL_TEXTS,
+    engine_bool,
+    engine_int,
+    engine_number,
+    int_set_text,
+    int_text,
+    number_text,
+    text_schema,
+)
 from components.core.problems import show
 
 # Our own error type: its message is complete ("got 'x'; must be ...").
@@ -51,39 +61,9 @@ def problem(message: str) -> PydanticCustomError:
 # -- values -------------------------------------------------------------------------
 
 
-def _engine_int(value: Any) -> Any:
-    # The Pulumi engine passes top-level values as strings, and `pulumi config
-    # set --path` stores what it is given as a string: "4" is 4.
-    if isinstance(value, str) and re.fullmatch(r"-?\d+", value.strip()):
-        return int(value)
-    return value
-
-
-def _engine_number(value: Any) -> Any:
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return value
-    return value
-
-
-def _engine_bool(value: Any) -> Any:
-    # Only what the engine writes for a boolean; YAML 1.2 keeps `yes` and `no` strings.
-    if isinstance(value, str) and value.lower() in ("true", "false"):
-        return value.lower() == "true"
-    return value
-
-
-# What the engine's strings look like, for editors: the JSON Schema accepts what the program does.
-_INT_TEXT = {"type": "string", "pattern": "^\\s*-?[0-9]+\\s*$"}
-_NUMBER_TEXT = {"type": "string", "pattern": "^\\s*-?([0-9]+\\.?[0-9]*|\\.[0-9]+)([eE][-+]?[0-9]+)?\\s*$"}
-_BOOL_TEXT = {"enum": ["true", "false", "True", "False", "TRUE", "FALSE"]}
-
-
-def or_engine_int(schema: dict[str, Any]) -> dict[str, Any]:
-    """`schema` for an integer, or the engine's string of one (for a Checked(Int(), ...)'s json_schema)."""
-    return {"anyOf": [schema, _INT_TEXT]}
+def or_engine_int(schema: dict[str, Any], values: Iterable[int]) -> dict[str, Any]:
+    """`schema` for an integer, or the text of one of `values` (for a Checked(Int(), ...)'s json_schema)."""
+    return {"anyOf": [schema, text_schema(int_set_text(values))]}
 
 
 def _bounded(kind: str, ge: float | None = None, gt: float | None = None, le: float | None = None) -> dict[str, Any]:
@@ -95,29 +75,32 @@ def _bounded(kind: str, ge: float | None = None, gt: float | None = None, le: fl
 
 
 def Int(ge: int | None = None, le: int | None = None) -> Any:  # noqa: N802 (a type)
-    """An integer (or the engine's string of one) within [ge, le]."""
-    schema = {"anyOf": [_bounded("integer", ge=ge, le=le), _INT_TEXT]}
-    return Annotated[int, BeforeValidator(_engine_int), Strict(), Field(ge=ge, le=le), WithJsonSchema(schema)]
+    """An integer within [ge, le], or the text of one (scalars.py: the engine's strings)."""
+    text = int_text(ge, le)
+    schema = {"anyOf": [_bounded("integer", ge=ge, le=le), text_schema(text)]}
+    return Annotated[int, BeforeValidator(engine_int(text)), Strict(), Field(ge=ge, le=le), WithJsonSchema(schema)]
 
 
 def Number(ge: float | None = None, gt: float | None = None, le: float | None = None) -> Any:  # noqa: N802
-    """A finite number (or the engine's string of one) within the bounds."""
-    schema = {"anyOf": [_bounded("number", ge=ge, gt=gt, le=le), _NUMBER_TEXT]}
-    return Annotated[float, BeforeValidator(_engine_number), Strict(),
+    """A finite number within the bounds, or the text of one."""
+    text = number_text(ge, gt, le)
+    schema = {"anyOf": [_bounded("number", ge=ge, gt=gt, le=le), text_schema(text)]}
+    return Annotated[float, BeforeValidator(engine_number(text)), Strict(),
                      Field(ge=ge, gt=gt, le=le, allow_inf_nan=False), WithJsonSchema(schema)]
 
 
-Bool = Annotated[bool, BeforeValidator(_engine_bool), Strict(),
-                 WithJsonSchema({"anyOf": [{"type": "boolean"}, _BOOL_TEXT]})]
+Bool = Annotated[bool, BeforeValidator(engine_bool), Strict(),
+                 WithJsonSchema({"anyOf": [{"type": "boolean"}, {"enum": list(BOOL_TEXTS)}]})]
 
 
 def Text(pattern: str | None = None, allowed: str = "a string", *, short: str | None = None,  # noqa: N802
          max_length: int | None = None, check: Callable[[str], str | None] | None = None,
-         suggest: tuple[str, ...] = (), json_pattern: str | None = None) -> Any:
+         suggest: tuple[str, ...] = (), json_pattern: str | None = None, json_only: bool = False) -> Any:
     """A string matching `pattern` whole (and `check`, which returns why not), described as `allowed`.
 
-    `suggest`: the values `check` accepts, as an enum for editors; `json_pattern`: a pattern for editors
-    where `check` is the program's rule (its messages say more than a pattern could).
+    `suggest`: the values `check` accepts, as an enum for editors; `json_pattern`: the whole rule as a
+    pattern, for editors, and checked last (`check`'s messages say more than a pattern could) unless
+    `json_only`: a later layer of the program refuses what it refuses, in its own words (components.core.limits).
     """
     def validate(value: str) -> str:
         if pattern is not None and not re.fullmatch(pattern, value):
@@ -126,11 +109,13 @@ def Text(pattern: str | None = None, allowed: str = "a string", *, short: str | 
             raise problem(f"got {show(value)}; must be at most {max_length} characters")
         if check is not None and (reason := check(value)) is not None:
             raise problem(f"got {show(value)}; {reason}")
+        if json_pattern is not None and not json_only and not re.fullmatch(json_pattern, value):
+            raise problem(f"got {show(value)}; must be {allowed}")
         return value
 
     schema: dict[str, Any] = {"type": "string"}
     if pattern is not None or json_pattern is not None:
-        schema["pattern"] = f"^(?:{pattern if pattern is not None else json_pattern})$"
+        schema["pattern"] = f"^(?:{json_pattern if json_pattern is not None else pattern})$"
     if max_length is not None:
         schema["maxLength"] = max_length
     if suggest:
@@ -198,11 +183,8 @@ class Model(BaseModel):
                               hide_input_in_errors=False)
 
     @classmethod
-    def rules(cls) -> list[Callable[..., RuleResult]]:
-        found = []
-        for klass in reversed(cls.__mro__):
-            found += [fn for fn in vars(klass).values() if hasattr(fn, "__rule_fields__")]
-        return found
+    def rules(cls) -> tuple[Callable[..., RuleResult], ...]:
+        return _rules_of(cls)
 
     @model_validator(mode="wrap")
     @classmethod
@@ -221,6 +203,15 @@ class Model(BaseModel):
         if extra:
             raise ValidationError.from_exception_data(cls.__name__, extra)
         return model
+
+
+@functools.cache
+def _rules_of(cls: type[Model]) -> tuple[Callable[..., RuleResult], ...]:
+    """A section's rules, its bases' first (a class is complete once defined: looked up once)."""
+    found: list[Callable[..., RuleResult]] = []
+    for klass in reversed(cls.__mro__):
+        found += [fn for fn in vars(klass).values() if hasattr(fn, "__rule_fields__")]
+    return tuple(found)
 
 
 def rule_errors(model: Model, valid: set[str], given: dict[str, Any]) -> list[InitErrorDetails]:

@@ -1,9 +1,9 @@
 """How a config value's type is described: in messages ("an integer from 1 to 450"), the README's type column.
 
 A field's annotation (pydantic's Annotated metadata, Optional unwrapped) is
-a `Slot`; `Allowed`, `Missing` and `DefaultText` are the markers a field
-adds to say what it allows, what its absence means and what its default is
-when the program computes it.
+a `Slot`; `Allowed`, `Missing`, `DefaultText` and `Secret` are the markers a
+field adds to say what it allows, what its absence means, what its default
+is when the program computes it, and that only a secret may hold it.
 """
 
 from __future__ import annotations
@@ -43,6 +43,10 @@ class DefaultText:
 
     def __init__(self, text: str):
         self.text = text
+
+
+class Secret:
+    """A key only `pulumi config set --secret` may set: the stack file holds its ciphertext, never its value."""
 
 
 class Slot(typing.NamedTuple):

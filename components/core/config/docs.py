@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any, get_args, get_origin
@@ -18,8 +19,9 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from components.core.config.describe import DefaultText, doc_type, field_slot, marker, unwrap
+from components.core.config.describe import DefaultText, Secret, doc_type, field_slot, marker, unwrap
 from components.core.config.stack import KNOWN_NAMESPACES, NAMESPACE, StackKeys
+from components.core.config.text import stack_yaml
 
 PROJECT_DIR = Path(__file__).resolve().parents[3]
 SCHEMA_FILE = Path(__file__).with_name("stack.schema.json")
@@ -111,7 +113,7 @@ BOUND_KEYWORDS = {"ge": "minimum", "gt": "exclusiveMinimum", "le": "maximum", "l
 
 
 def _for_editors(node: Any, *, names: bool = False) -> Any:
-    """pydantic's schema as an editor wants it: no generated titles, and an optional key is just absent.
+    """pydantic's schema as an editor wants it: JSON Schema's keywords, no generated titles, no null defaults.
 
     `names`: `node` maps property names to schemas (its keys are names, not keywords).
     """
@@ -128,34 +130,69 @@ def _for_editors(node: Any, *, names: bool = False) -> Any:
         # Int() and Number() bounds come out under pydantic's names, not JSON Schema's.
         key = BOUND_KEYWORDS.get(key, key)
         out[key] = _for_editors(value, names=key in ("properties", "$defs", "patternProperties"))
-    options = out.get("anyOf")
-    if isinstance(options, list) and {"type": "null"} in options:
-        # YAML's null is no way to leave a key unset: the engine passes it on as a value.
-        rest = [option for option in options if option != {"type": "null"}]
-        del out["anyOf"]
-        if len(rest) == 1:
-            out = {**rest[0], **out}
-        else:
-            out["anyOf"] = rest
+    if "patternProperties" in out and "additionalProperties" not in out:
+        # A mapping whose keys have a pattern (tags, labels, env): other keys are refused, as the program does.
+        out["additionalProperties"] = False
     return out
 
 
 # `pulumi config set --secret` writes a top-level key as `{secure: <ciphertext>}`.
 SECURE_VALUE = {"type": "object", "properties": {"secure": {"type": "string"}}, "required": ["secure"],
                 "additionalProperties": False}
+# A top-level key set to nothing (`gpucluster:x:` or `""`): the engine passes "", which leaves it unset.
+UNSET_VALUE = {"enum": [None, ""]}
 
 
-def _top_level(schema: dict[str, Any]) -> dict[str, Any]:
-    """A top-level key's schema: its value, or a secret the engine decrypts."""
+def _top_level(schema: dict[str, Any], field: FieldInfo) -> dict[str, Any]:
+    """A top-level key's schema: its value (or YAML's typing of its text), or a secret the engine decrypts,
+    or nothing at all where the key has a default. A secret-only key (Secret) is a secret or nothing."""
     meta = {key: schema[key] for key in ("description", "default") if key in schema}
     value = {key: v for key, v in schema.items() if key not in meta}
-    return {"anyOf": [value, SECURE_VALUE], **meta}
+    # A key's null and "" are UNSET_VALUE's, once.
+    branches = [b for b in (value["anyOf"] if set(value) == {"anyOf"} else [value]) if b != {"type": "null"}]
+    options = [] if marker(field_slot(field), Secret) is not None else [
+        *branches, *(typed for branch in branches for typed in _yaml_scalars(branch))]
+    options.append(SECURE_VALUE)
+    if not field.is_required():
+        options.append(UNSET_VALUE)
+    return {"anyOf": options, **meta}
+
+
+def _yaml_scalars(value: dict[str, Any]) -> list[dict[str, Any]]:
+    """What else a top-level text key may hold: the engine passes the text of a YAML number or boolean
+    (Go's formatting), so `trainingNamespace: 123` is "123" to the program, and `kubernetesVersion: 1.35`
+    is "1.35"."""
+    if value.get("type") != "string":
+        return []
+    if "enum" in value:
+        typed = []
+        for text in value["enum"]:
+            try:
+                read = stack_yaml.parse_value(text)
+            except stack_yaml.StackYamlError:
+                continue
+            if not isinstance(read, str) and stack_yaml.go_text(read) == text:
+                typed.append(read)
+        return [{"enum": typed}] if typed else []
+    pattern = re.compile(value.get("pattern", ""))
+    longest = value.get("maxLength")
+    out: list[dict[str, Any]] = []
+    booleans = [b for b in (True, False) if pattern.search(stack_yaml.go_text(b)) and (longest or 5) >= 5]
+    if booleans:
+        out.append({"enum": booleans} if len(booleans) < 2 else {"type": "boolean"})
+    if all(pattern.search(text) for text in ("0", "7", "10", "1234567890")):
+        # YAML integers (and floats Go writes as integers: 1e3 is "1000") of at most the key's length.
+        out.append({"type": "integer", "minimum": 0, **({"maximum": 10 ** longest - 1} if longest else {})})
+    if any(pattern.search(text) for text in ("-1", "1.5", "1e+21")):
+        raise NotImplementedError(f"a text key whose pattern takes a YAML number's text: {value}")
+    return out
 
 
 def stack_file_schema() -> dict[str, Any]:
     """A JSON Schema (2020-12) for Pulumi.<stack>.yaml: our keys typed, the providers' passed through."""
     keys = _for_editors(StackKeys.model_json_schema(by_alias=True, mode="validation", ref_template="#/$defs/{model}"))
-    properties = {f"{NAMESPACE}:{key}": _top_level(value) for key, value in keys["properties"].items()}
+    fields = {field.alias: field for field in StackKeys.model_fields.values()}
+    properties = {f"{NAMESPACE}:{key}": _top_level(value, fields[key]) for key, value in keys["properties"].items()}
     properties["aws:region"] = {"type": "string", "description": "AWS region (one with EKS), e.g. us-east-1"}
     others = "|".join(ns for ns in KNOWN_NAMESPACES if ns != NAMESPACE)
     return {

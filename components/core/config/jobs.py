@@ -5,6 +5,7 @@ whether its model fits and what its cost bound buys are planning's
 (components.core.planning.checks).
 """
 
+import math
 import re
 from pathlib import Path
 from typing import Annotated, Any
@@ -13,6 +14,7 @@ from pydantic import BeforeValidator, Field, WithJsonSchema
 
 from components.core.config.base import Bool, Choice, Int, Model, Number, Text, problem, rule
 from components.core.config.describe import Allowed, DefaultText, Missing
+from components.core.config.text.patterns import SCRIPT_PATH, mount_path_pattern
 from components.core.config.values import (
     DNS_LABEL,
     ENV_NAME,
@@ -64,9 +66,15 @@ def parse_count(value: Any) -> float | None:
         return None
 
 
+# A count's text: positive (a nonzero digit), and short enough (a 30-digit mantissa, a two-digit exponent)
+# that it never rounds to 0 or overflows.
+COUNT_TEXT = (r"^\s*(?=[0-9.]*[1-9])(?=[0-9.]{1,30}(?:[eE\sKMBGTkmbgt]|$))[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]{1,2})?"
+              r"\s*[KMBGTkmbgt]?\s*$")
+
+
 def _count(value: Any) -> float:
-    n = parse_count(value)
-    if n is None or not n > 0:
+    n = parse_count(value) if not isinstance(value, str) or re.search(COUNT_TEXT, value) else None
+    if n is None or not 0 < n < math.inf:
         raise problem(f"got {show(value)}; must be {_COUNT_TEXT}")
     return n
 
@@ -74,8 +82,7 @@ def _count(value: Any) -> float:
 # A parameter or token count: a number, or a string with a K/M/B/T suffix.
 Count = Annotated[float, BeforeValidator(_count), Allowed(_COUNT_TEXT, short="count (`70B`, `7e9`)"),
                   WithJsonSchema({"anyOf": [{"type": "number", "exclusiveMinimum": 0},
-                                            {"type": "string", "pattern": r"^\s*[0-9]*\.?[0-9]+([eE][+-]?[0-9]+)?\s*"
-                                                                          r"[KMBGTkmbgt]?\s*$"}]})]
+                                            {"type": "string", "pattern": COUNT_TEXT}]})]
 
 
 def _script_problem(path: str) -> str | None:
@@ -142,14 +149,15 @@ class RunPolicyConfig(Model):
     """When a job stops and what it leaves behind."""
 
     clean_pod_policy: Choice(*CLEAN_POD_POLICIES) = Field(
-        "Running", description="mpirun only: pods removed when the job ends")
+        "Running", description="`launcher: mpirun` only: pods removed when the job ends")
     ttl_seconds_after_finished: Int(ge=0) | None = Field(
-        None, description="mpirun only: delete the job object this long after it ends; unset by default because "
+        None, description="`launcher: mpirun` only: delete the job object this long after it ends; unset by default "
+                          "because "
                           "Pulumi owns the object (a TTL-deleted job is re-created, and re-run, by the next `pulumi up "
                           "--refresh`)")
     active_deadline_seconds: Int(ge=1) | None = Field(
         None, description="hard limit on the run time (both launchers, and Kueue's max-exec-time)")
-    backoff_limit: Int(ge=0, le=100) = Field(3, description="mpirun only: retries before the job fails")
+    backoff_limit: Int(ge=0, le=100) = Field(3, description="`launcher: mpirun` only: retries before the job fails")
 
 
 class JobConfig(Model):
@@ -157,13 +165,17 @@ class JobConfig(Model):
 
     # Pods are named <job>-launcher / <job>-worker-<n>: keep room under 63.
     name: Text(DNS_LABEL, "a lowercase DNS label of at most 40 characters", short="DNS label, at most 40",
-               max_length=40) = Field(description="job name")
-    pool: Text(allowed="the name of a gpuPools entry", short="pool name") = Field(description="where the workers run")
-    nodes: Int(ge=1) = Field(description="worker nodes; at most the pool's maxNodes (jobs that together exceed it "
-                                         "queue)")
+               max_length=40) = Field(description="job name, unique among the jobs, and not that of a pool's fabric "
+                                                  "test (`gpuPools[].fabricTest`)")
+    pool: Text(DNS_LABEL, "the name of a gpuPools entry", short="pool name", max_length=32) = Field(
+        description="where the workers run: a `gpuPools[].name`")
+    nodes: Int(ge=1) = Field(description="worker nodes; at most the pool's `gpuPools[].maxNodes` (jobs that together "
+                                         "exceed it queue), and, with `model`, enough for it to fit")
     launcher: Choice(*LAUNCHERS) = Field(description="`mpirun`: an MPIJob v2beta1 (MPI Operator); `torchrun`: a "
                                                      "TrainJob v1alpha1 (Kubeflow Trainer v2); `ps`: TensorFlow "
-                                                     "parameter servers, a JobSet v1alpha2 of chief, ps and workers")
+                                                     "parameter servers, a JobSet v1alpha2 of chief, ps and "
+                                                     "workers; `maxRestarts`, `runPolicy`, `framework` and `psPool` "
+                                                     "apply to some launchers only")
     image: Image = Field(description="training image (needs aws-ofi-nccl for EFA); `:latest` is refused")
     command: Annotated[tuple[str, ...], Field(min_length=1),
                        Missing("is required (the training command as a list, e.g. [python, train.py])")] = Field(
@@ -172,42 +184,51 @@ class JobConfig(Model):
         default_factory=dict, description="environment over the NCCL/EFA preset (`\"\"` removes a preset variable; for "
                                           "torchrun it sets it empty, as Trainer cannot unset a runtime's variable)")
     gpus_per_node: Annotated[Int(ge=1) | None, DefaultText("all GPUs of the type")] = Field(
-        None, description="GPUs per worker")
-    model: ModelConfig | None = Field(None, description="the model, for the plan's sizing, time and cost")
+        None, description="GPUs per worker; at most the GPUs of the pool's `gpuPools[].instanceType`")
+    model: ModelConfig | None = Field(None, description="the model, for the plan's sizing, time and cost: it must fit "
+                                                        "the job's `nodes` of the pool's `gpuPools[].instanceType`, "
+                                                        "tp x pp dividing their GPUs")
     run_policy: RunPolicyConfig = Field(default_factory=RunPolicyConfig, description="run bounds and cleanup")
     max_restarts: Int(ge=0, le=100) = Field(
-        3, description="torchrun only: whole-gang restarts (the runtime's JobSet `failurePolicy.maxRestarts`)")
+        3, description="`launcher` torchrun or ps only: whole-gang restarts (the runtime's JobSet "
+                       "`failurePolicy.maxRestarts`)")
     mount_path: Text(allowed="an absolute path off the container's system paths", short="absolute path",
-                     check=_mount_path_problem) = Field(
+                     check=_mount_path_problem, json_pattern=mount_path_pattern(MOUNTED_BY_US, SYSTEM_PATHS)) = Field(
         "/fsx", description="where the FSx claim is mounted")
     max_cost_usd: Number(gt=0) | None = Field(
-        None, description="a cost bound: the run time it buys at nodes x the pool's price becomes the deadline (with "
-                          "activeDeadlineSeconds, the shorter wins); must buy at least 10 minutes")
+        None, description="a cost bound: the run time it buys at `nodes` x the pool's price (`prices`, or the "
+                          "catalog's) becomes the deadline (with activeDeadlineSeconds, the shorter wins); must buy at "
+                          "least 10 minutes")
     metrics_port: Int(ge=1024, le=65535) | None = Field(
         None, description="a port the job's workers serve Prometheus metrics on (gpucluster_job_tokens_per_second, "
                           "gpucluster_job_step_seconds, gpucluster_job_loss): scraped, and drawn on the job dashboard; "
                           "the workers get it as GPUCLUSTER_METRICS_PORT")
     framework: Choice(*FRAMEWORKS) = Field(
-        "pytorch", description="mpirun only: `horovod` or `tensorflow` add the Horovod knobs that still apply "
+        "pytorch", description="`launcher: mpirun` only: `horovod` or `tensorflow` add the Horovod knobs that still "
+                               "apply "
                                "(README, Launchers)")
-    ps_replicas: Int(ge=1, le=64) = Field(1, description="ps only: parameter server pods, one per psPool node")
-    ps_pool: Text(allowed="the name of a cpuPools entry", short="CPU pool name") | None = Field(
-        None, description="ps only (required): the CPU pool the parameter servers run on, one per node (the "
-                          "chief runs on the system nodes)")
+    ps_replicas: Int(ge=1, le=64) = Field(
+        1, description="`launcher: ps` only: parameter server pods, one per node of the `psPool`, so at most its "
+                       "`cpuPools[].maxNodes`")
+    ps_pool: Text(DNS_LABEL, "the name of a cpuPools entry", short="CPU pool name", max_length=32) | None = Field(
+        None, description="`launcher: ps` only (required): the CPU pool the parameter servers run on, a "
+                          "`cpuPools[].name`, one per node (the chief runs on the system nodes)")
     ps_port: Int(ge=PS_PORTS[0], le=PS_PORTS[1]) = Field(
-        PS_PORTS[0], description="ps only: the port every task serves gRPC on (the guide's 12345-12355)")
+        PS_PORTS[0], description="`launcher: ps` only: the port every task serves gRPC on (the guide's 12345-12355)")
     start_on_up: Bool = Field(
         True, description="`false`: `pulumi up` does not start the job; `python -m bootstrap submit --stack <stack> "
                           "<job>` does, as often as you like (its runtime and Secret are still set up)")
     scripts: tuple[Text(allowed="a file of this repository, by its path from the root", short="repository file",
-                        check=_script_problem), ...] = Field(
+                        check=_script_problem, json_pattern=SCRIPT_PATH), ...] = Field(
         (), description=f"files of this repository the job runs, mounted read-only at {SCRIPTS_DIR}/<file name> "
-                        "(GPUCLUSTER_SCRIPTS_DIR) from a ConfigMap of the job; together at most 900 KiB")
+                        "(GPUCLUSTER_SCRIPTS_DIR) from a ConfigMap of the job; no two of the same file name; together "
+                        "at most 900 KiB")
     termination_grace_period_seconds: Annotated[Int(ge=0, le=GRACE_PERIOD_MAX_SECONDS) | None,
                                                 DefaultText("unset: Kubernetes' 30 s")] = Field(
         None, description="SIGTERM to SIGKILL when a worker is drained, evicted or deleted: the time to write a "
-                          "checkpoint (torchrun then waits this long for its processes, less 5 s); at most 90 on a SPOT "
-                          "pool (two minutes' notice); unset leaves the job's spec as before, so upgrading gpucluster "
+                          "checkpoint (torchrun then waits this long for its processes, less 5 s); at most 90 on a "
+                          "pool whose `gpuPools[].capacityType` is SPOT (two minutes' notice); unset leaves the job's "
+                          "spec as before, so upgrading gpucluster "
                           "replaces no running job")
 
     @rule("scripts")

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, Field, SecretStr, WithJsonSchema
 
 from components.core.config.base import Bool, Choice, Int, Model, Text, problem
-from components.core.config.describe import DefaultText
+from components.core.config.describe import Allowed, DefaultText, Secret
 
 REMOTE_WRITE = ("none", "amp")
 RETENTION_DAYS_DEFAULT = 15
@@ -58,5 +58,8 @@ def _webhook(value: Any) -> SecretStr:
     return SecretStr(text)
 
 
-SlackWebhook = Annotated[SecretStr, BeforeValidator(_webhook), WithJsonSchema(
-    {"type": "string", "pattern": f"^{SLACK_WEBHOOK.pattern}$"})]
+# Its plaintext, as the engine decrypts it; the stack file holds the ciphertext only (StackConfig refuses
+# a webhook the engine does not hold encrypted).
+SlackWebhook = Annotated[SecretStr, BeforeValidator(_webhook), Secret(),
+                         Allowed(None, short="secret (Slack webhook URL)"),
+                         WithJsonSchema({"type": "string", "pattern": f"^{SLACK_WEBHOOK.pattern}$"})]

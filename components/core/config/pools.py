@@ -7,6 +7,7 @@ from pydantic import Field
 
 from components.core.config.base import Bool, Choice, Int, Model, Text, rule
 from components.core.config.describe import DefaultText
+from components.core.config.text.patterns import OUR_LABEL_KEYS
 from components.core.config.values import DNS_LABEL, K8S_LABEL_KEY, K8S_LABEL_VALUE, RESERVATION_ID
 from components.core.hardware import catalog
 from components.core.problems import show
@@ -34,6 +35,10 @@ NodeCount = Int(ge=0, le=MAX_NODES_PER_MANAGED_NODE_GROUP)
 GpuType = Text(allowed="a GPU instance type", short="catalog GPU type: " + ", ".join(catalog.GPU_TYPES),
                check=_gpu_type_problem, suggest=catalog.GPU_TYPES)
 LabelKey = Text(K8S_LABEL_KEY, "a Kubernetes label key", short="label key")
+# A GPU pool's node labels may not be the program's own, nor in a domain kubelet may not set
+# (components.core.limits refuses them, saying which).
+GpuLabelKey = Text(K8S_LABEL_KEY, "a Kubernetes label key", short="label key", json_only=True,
+                   json_pattern=OUR_LABEL_KEYS + K8S_LABEL_KEY)
 LabelValue = Text(K8S_LABEL_VALUE, "a Kubernetes label value (at most 63 alphanumerics, -, _ or .)",
                   short="label value")
 
@@ -92,36 +97,45 @@ class GpuPoolConfig(_PoolFacts, Model):
     """One GPU node pool: a managed node group in the GPU zone, its EFA fabric and its scaling."""
 
     name: Text(DNS_LABEL, "a lowercase DNS label of at most 32 characters", short="DNS label, at most 32",
-               max_length=32) = Field(description="pool name (node label `gpucluster.io/pool`)")
+               max_length=32) = Field(description="pool name (node label `gpucluster.io/pool`), unique among "
+                                                  "`gpuPools[].name` and `cpuPools[].name`")
     instance_type: GpuType = Field(description="the pool's instance type")
     min_nodes: NodeCount = Field(0, description="0 lets the autoscaler scale the pool to zero")
     desired_nodes: Annotated[NodeCount | None, DefaultText("`minNodes`")] = Field(
-        None, description="initial size only: later `pulumi up` runs leave it to the autoscaler")
+        None, description="initial size only, from `minNodes` to `maxNodes`: later `pulumi up` runs leave it to the "
+                          "autoscaler")
     max_nodes: Int(ge=1, le=MAX_NODES_PER_MANAGED_NODE_GROUP) = Field(
-        description="upper bound (managed node group quota 450)")
+        description="upper bound, at least `minNodes` (managed node group quota 450)")
     capacity_type: Choice(*CAPACITY_TYPES) = Field("ON_DEMAND", description="purchase option")
     capacity_reservation_id: Text(RESERVATION_ID, "a capacity reservation id, cr- and 17 hex digits",
                                   short="`cr-` + 17 hex") | None = Field(
-        None, description="ODCR or Capacity Block to target; required for `CAPACITY_BLOCK`, not with `SPOT`; a "
+        None, description="ODCR or Capacity Block to target; required when `capacityType` is `CAPACITY_BLOCK`, not "
+                          "with `SPOT`; a "
                           "reservation bills whether used or not, so the plan counts it at minimum scale (a Capacity "
                           "Block's own count; an ODCR's is assumed maxNodes)")
-    efa: Choice(*EFA_MODES) = Field("auto", description="`auto`: every EFA interface the type has; `required` fails "
+    efa: Choice(*EFA_MODES) = Field("auto", description="`auto`: every EFA interface the `instanceType` has; `required` "
+                                                        "fails "
                                                         "on types without EFA")
     placement_group: Choice(*PLACEMENT_MODES) = Field(
-        "auto", description="`auto`: a cluster placement group for EFA pools, none when a reservation fixes placement")
+        "auto", description="`auto`: a cluster placement group when `efa` is on, none when a `capacityReservationId` "
+                            "fixes placement; `cluster` needs both EFA and no reservation")
     root_volume_gib: Int(ge=50, le=16384) = Field(200, description="encrypted gp3 root volume")
     local_nvme_raid0: Bool = Field(True, description="assemble instance-store NVMe as RAID0 (nodeadm) where the "
                                                      "type has it")
-    fabric_test: Bool = Field(False, description="add an nccl-tests all_reduce MPIJob over 2 nodes (EFA pools, "
-                                                 "maxNodes >= 2)")
-    labels: dict[LabelKey, LabelValue] = Field(
-        default_factory=dict, description="extra node labels (also advertised to the autoscaler for scale from zero)")
+    fabric_test: Bool = Field(False, description="add an nccl-tests all_reduce MPIJob over 2 nodes (`efa` on, on an "
+                                                 "`instanceType` with EFA; `maxNodes` >= 2); no job may take its name")
+    labels: dict[GpuLabelKey, LabelValue] = Field(
+        default_factory=dict, description="extra node labels (also advertised to the autoscaler for scale from zero); "
+                                          "not the program's own (gpucluster.io, k8s.amazonaws.com/accelerator, and "
+                                          "vpc.amazonaws.com/efa.present when `efa` is on), nor kubernetes.io or k8s.io "
+                                          "ones but under kubelet.kubernetes.io/ and node.kubernetes.io/")
     idle_minutes: Int(ge=1, le=IDLE_MINUTES_MAX) = Field(
         IDLE_MINUTES_DEFAULT, description="an idle node of the pool is removed after this long (the autoscaler's "
                                           "per-group `scaledownunneededtime`); it stops billing about this plus drain "
                                           "and termination after its job ends")
     extra_instance_types: tuple[GpuType, ...] = Field(
-        (), description="`SPOT` only: more types the node group may launch when the first has no Spot capacity; "
+        (), description="`capacityType: SPOT` only: more types the node group may launch when the first has no Spot "
+                        "capacity; "
                         "each with the same GPU count, EFA layout and at least the vCPUs and memory of "
                         "instanceType (p5.48xlarge with p5e.48xlarge; p4d with p4de), so every job fits every node; each "
                         "offered in the GPU zone")
@@ -213,17 +227,19 @@ class CpuPoolConfig(_PoolFacts, Model):
     """One CPU node pool in the GPU zone: parameter servers and other CPU work of jobs, scaled from zero."""
 
     name: Text(DNS_LABEL, "a lowercase DNS label of at most 32 characters", short="DNS label, at most 32",
-               max_length=32) = Field(description="pool name (node label `gpucluster.io/pool`); unique among all pools")
+               max_length=32) = Field(description="pool name (node label `gpucluster.io/pool`), unique among "
+                                                  "`gpuPools[].name` and `cpuPools[].name`")
     instance_type: CpuType = Field(description="the pool's instance type; one the GPU zone offers")
     min_nodes: NodeCount = Field(0, description="0 lets the autoscaler scale the pool to zero")
-    max_nodes: Int(ge=1, le=MAX_NODES_PER_MANAGED_NODE_GROUP) = Field(description="upper bound")
+    max_nodes: Int(ge=1, le=MAX_NODES_PER_MANAGED_NODE_GROUP) = Field(description="upper bound, at least `minNodes`")
     capacity_type: Choice(*CPU_CAPACITY_TYPES) = Field("ON_DEMAND", description="purchase option")
     root_volume_gib: Int(ge=20, le=16384) = Field(100, description="encrypted gp3 root volume")
     labels: dict[LabelKey, LabelValue] = Field(default_factory=dict, description="extra node labels")
     idle_minutes: Int(ge=1, le=IDLE_MINUTES_MAX) = Field(
         IDLE_MINUTES_DEFAULT, description="an idle node of the pool is removed after this long")
     extra_instance_types: tuple[CpuType, ...] = Field(
-        (), description="`SPOT` only: more types the node group may launch when the first has no Spot capacity, "
+        (), description="`capacityType: SPOT` only: more types the node group may launch when the first has no Spot "
+                        "capacity, "
                         "each with at least the vCPUs and memory of instanceType (m7i.8xlarge with r7i.8xlarge); like "
                         "instanceType, each must be offered in the GPU zone")
 

@@ -11,25 +11,32 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator, Field, WithJsonSchema, model_validator
 
-from components.core import namespaces, versions
-from components.core.config.base import Bool, Choice, Int, Model, Number, Text, given, problem, rule
+from components.core import namespaces
+from components.core.config.base import Bool, Choice, Model, Number, Text, given, problem, rule
+from components.core.config.cluster import (
+    DEFAULT_KUBERNETES_VERSION,
+    UPGRADE_HINT,
+    KubernetesVersion,
+    NetworkConfig,
+    SystemNodesConfig,
+    VersionPins,
+)
 from components.core.config.describe import Allowed, DefaultText, Missing, field_slot, missing_message
 from components.core.config.jobs import SPOT_GRACE_MAX_SECONDS, JobConfig, _env_value
 from components.core.config.observability import SLACK_WEBHOOK_KEY, ObservabilityConfig, SlackWebhook
 from components.core.config.pools import CpuPoolConfig, GpuPoolConfig
 from components.core.config.storage import StorageConfig
+from components.core.config.text.patterns import POLICY_ARN, PRINCIPAL_ARN, PUBLIC_CIDR, escape
 from components.core.config.values import (
-    ADDON_VERSION,
-    AMI_RELEASE,
     AWS_TAG_KEY,
     AZ_NAME,
     CLUSTER_NAME,
     DNS_LABEL,
     PUBLIC_ACCESS_CIDRS_MAX,
+    ROLE_MANAGED_POLICIES_MAX,
     check_policy_arn,
     check_principal_arn,
     check_public_cidr,
-    check_vpc_cidr,
     cidr_list_problems,
     policy_list_problems,
     with_prefix_length,
@@ -43,26 +50,9 @@ NAMESPACE = "gpucluster"
 # Config namespaces a stack may use: ours, and the providers' own.
 KNOWN_NAMESPACES = (NAMESPACE, "aws", "kubernetes", "random", "pulumi")
 
-# EKS Kubernetes versions on 2026-12-03 (EKS User Guide, "Understand the
-# Kubernetes version lifecycle on EKS",
-# https://docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html):
-# 1.35 and 1.36 in standard support; 1.32-1.34 in extended support, which
-# costs $0.60 instead of $0.10 per cluster-hour (https://aws.amazon.com/eks/pricing/).
-EKS_STANDARD_VERSIONS = ("1.35", "1.36")
-EKS_EXTENDED_VERSIONS = ("1.32", "1.33", "1.34")
-EKS_VERSIONS = EKS_EXTENDED_VERSIONS + EKS_STANDARD_VERSIONS
-DEFAULT_KUBERNETES_VERSION = "1.35"
-
-NAT_MODES = ("single", "perAz")
-
-# The EKS managed add-ons the program installs; each is pinned per stack
-# (gpucluster:versions.addons) so a later `pulumi up` never moves one.
-ADDONS = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent", "coredns", "eks-node-monitoring-agent",
-          "aws-fsx-csi-driver", "aws-ebs-csi-driver")
 # ECR User Guide, "Sync an upstream registry with an Amazon ECR private registry", considerations:
 # creating pull through cache rules is not supported in these regions.
 NO_PULL_THROUGH_CACHE = ("cn-north-1", "cn-northwest-1", "us-gov-east-1", "us-gov-west-1")
-UPGRADE_HINT = "run `python -m bootstrap upgrade --stack <stack> --write` to resolve and pin them"
 
 # gpucluster:pauseMode -> the ClusterQueue's stopPolicy (Kueue v0.19.2 CRD,
 # ClusterQueueSpec.stopPolicy): finish lets admitted jobs run to the end,
@@ -73,35 +63,16 @@ PAUSE_MODES = {"finish": "Hold", "drain": "HoldAndDrain"}
 TAG_VALUE_MAX = 256
 
 
-def support_type(version: str) -> str:
-    """Stay on standard support where the version has it; extended costs 6x."""
-    return "STANDARD" if version in EKS_STANDARD_VERSIONS else "EXTENDED"
-
-
-def _unquoted_version(value: Any) -> Any:
-    # YAML reads 1.30 as the float 1.3 (and the engine passes "1.3"): a
-    # one-digit minor is what is left of x.y0, so suggest that.
-    if isinstance(value, float) or (isinstance(value, str) and re.fullmatch(r"1\.\d", value)):
-        text = str(value)
-        meant = f"{text}0" if re.fullmatch(r"1\.\d", text) else text
-        raise problem(f"got {show(text)}; quote the version (\"{meant}\") so YAML keeps it a string; "
-                      f"allowed: {', '.join(EKS_VERSIONS)}")
-    return value
-
-
-def _has_autoscaler(version: str) -> str:
-    # The autoscaler's minor must match the cluster's (components.core.versions).
-    if version not in versions.CLUSTER_AUTOSCALER_IMAGE_TAGS:
-        raise problem(f"got {show(version)}; has no cluster-autoscaler release pinned; supported: "
-                      f"{', '.join(versions.CLUSTER_AUTOSCALER_IMAGE_TAGS)}")
-    return version
-
-
 def _not_reserved(namespace: str) -> str | None:
     if namespace in namespaces.RESERVED or namespace.startswith(namespaces.RESERVED_PREFIX):
         return (f"is a namespace the cluster's system or operators own; not {namespaces.RESERVED_PREFIX}* or one of "
                 f"{', '.join(namespaces.RESERVED)}")
     return None
+
+
+# What trainingNamespace may not be, for editors (_not_reserved says why).
+NOT_RESERVED = (f"(?!{escape(namespaces.RESERVED_PREFIX)})"
+                f"(?!(?:{'|'.join(escape(n) for n in namespaces.RESERVED)})$)")
 
 
 def _known_type(name: str) -> str:
@@ -110,58 +81,14 @@ def _known_type(name: str) -> str:
     return name
 
 
-KubernetesVersion = Annotated[Choice(*EKS_VERSIONS), BeforeValidator(_unquoted_version),
-                              AfterValidator(_has_autoscaler)]
-AddonVersion = Text(ADDON_VERSION, "an EKS add-on version such as v1.20.4-eksbuild.1", short="`vX.Y.Z-eksbuild.N`")
 CatalogType = Annotated[str, AfterValidator(_known_type)]
-TagKey = Text(AWS_TAG_KEY, "a valid AWS tag key (1-128 characters, not starting with aws:)", short="AWS tag key")
+# Name is the program's on every resource (components.core.limits refuses it, saying so).
+TagKey = Text(AWS_TAG_KEY, "a valid AWS tag key (1-128 characters, not starting with aws:)", short="AWS tag key",
+              json_pattern=f"(?!Name$){AWS_TAG_KEY}", json_only=True)
 TagValue = Annotated[Text(allowed=f"an AWS tag value (at most {TAG_VALUE_MAX} characters)", short="tag value",
                           max_length=TAG_VALUE_MAX), BeforeValidator(_env_value), WithJsonSchema(
     {"anyOf": [{"type": "string", "maxLength": TAG_VALUE_MAX}, {"type": "number"}]})]
 
-
-class NetworkConfig(Model):
-    """The VPC: a private and a public subnet per zone."""
-
-    cidr: Text(allowed="a private IPv4 CIDR block, /16 to /20", short="CIDR", check=check_vpc_cidr) = Field(
-        "10.0.0.0/16", description="VPC range: private (RFC 1918 or 100.64/10), /16 to /20")
-    nat_gateways: Choice(*NAT_MODES) = Field("single", description="one NAT gateway (in the GPU zone) or one per zone")
-    az_count: Int(ge=2, le=6) = Field(
-        2, description="zones of the cluster's subnets (EKS needs two, in zone IDs it accepts); the GPU zone is one of "
-                       "them unless EKS refuses its ID, then it gets subnets besides")
-
-
-class SystemNodesConfig(Model):
-    """The on-demand node group for add-ons, operators and launchers."""
-
-    instance_type: Choice(*catalog.SYSTEM_TYPES) = Field(
-        "m7i.xlarge", description="on-demand AL2023 nodes for add-ons and operators")
-    count: Int(ge=1, le=20) = Field(2, description="fixed size of the system node group")
-    disk_size_gib: Int(ge=20, le=1024) = Field(50, description="root volume")
-
-
-class VersionPins(Model):
-    """What a later `pulumi up` must not move: AMI release and add-on versions (bootstrap upgrade writes them)."""
-
-    ami_release_version: Annotated[
-        Text(AMI_RELEASE, "an EKS AMI release version such as 1.35.6-20260714", short="`<k8s x.y.z>-<YYYYMMDD>`"),
-        Missing(f"is required (the AL2023 AMI release of every node group); {UPGRADE_HINT}")] = Field(
-        description="the AL2023 AMI release of every node group, of the cluster's Kubernetes version (`bootstrap "
-                    "upgrade` writes it)")
-    addons: Annotated[dict[Choice(*ADDONS), AddonVersion], WithJsonSchema({
-        "type": "object", "additionalProperties": False, "required": list(ADDONS),
-        "properties": {a: {"type": "string", "pattern": f"^(?:{ADDON_VERSION})$"} for a in ADDONS}}),
-        DefaultText("required: every one")] = Field(
-        default_factory=dict, description="pinned versions of " + ", ".join(ADDONS) + " (kube-proxy of the cluster's "
-                                          "minor)")
-
-    @rule()
-    def _every_addon(self, given_keys: dict[str, Any]):
-        # On the keys as given: a pin with a bad version is reported as that, not as missing.
-        addons = given(given_keys, VersionPins, "addons", {})
-        for name in ADDONS if isinstance(addons, dict) else ():
-            if name not in addons:
-                yield f"addons.{name}", f"is required (the pinned {name} add-on version); {UPGRADE_HINT}"
 
 
 def entries(items: tuple[Any, ...]) -> list[tuple[int, Any]]:
@@ -179,29 +106,33 @@ class StackKeys(Model):
     kubernetes_version: KubernetesVersion = Field(
         DEFAULT_KUBERNETES_VERSION,
         description="1.32-1.36; 1.35 and 1.36 are in standard support, older ones in (6x priced) extended support. "
-                    "Quote it.")
+                    "`versions.amiReleaseVersion` and the kube-proxy of `versions.addons` are of it. Quote it.")
     admin_principal_arns: Annotated[
-        tuple[Text(allowed="an IAM ARN", short="IAM role/user ARN", check=check_principal_arn), ...],
+        tuple[Text(allowed="an IAM ARN", short="IAM role/user ARN", check=check_principal_arn,
+                   json_pattern=PRINCIPAL_ARN), ...],
         Missing("is required: the IAM roles or users given cluster admin, the one you deploy with first "
                 "(`python -m bootstrap whoami` prints it)")] = Field(
+        json_schema_extra={"minItems": 1},
         description="the cluster's admins (access entries with `AmazonEKSClusterAdminPolicy`), exactly these; the "
                     "deployer's first (`python -m bootstrap whoami`); other accounts are fine, session ARNs and AWS's "
-                    "documentation accounts are not")
+                    "documentation accounts are not; each in the partition of `aws:region`")
     public_access_cidrs: tuple[Annotated[Text(allowed="a public CIDR block", short="public CIDR",
-                                              check=check_public_cidr), BeforeValidator(with_prefix_length)],
-                               ...] = Field(
-        (), description="CIDRs allowed to the public API endpoint, including where pulumi runs (an address alone is "
-                        f"its /32); required unless `deployerInVpc`; at most {PUBLIC_ACCESS_CIDRS_MAX}, no repeats or "
-                        "overlaps")
+                                              check=check_public_cidr, json_pattern=PUBLIC_CIDR),
+                                         BeforeValidator(with_prefix_length)], ...] = Field(
+        (), json_schema_extra={"maxItems": PUBLIC_ACCESS_CIDRS_MAX, "uniqueItems": True},
+        description="public CIDRs allowed to the API endpoint, including where pulumi runs (an address alone is its "
+                    f"/32; no host bits); required unless `deployerInVpc`; at most {PUBLIC_ACCESS_CIDRS_MAX}, no "
+                    "repeats or overlaps")
     deployer_in_vpc: Bool = Field(
         False, description="pulumi runs inside the VPC (or a connected network): allows a private-only endpoint")
     gpu_availability_zone: Annotated[
         Text(f"{AZ_NAME}|{ZONE_ID_PATTERN}", "an availability zone name such as us-east-1a or a zone ID such as "
              "use1-az6", short="zone name or zone ID") | None,
         DefaultText("first zone offering every pool's type (one EKS accepts, if any)")] = Field(
-        None, description="the one zone of all GPU pools and the file system, e.g. `us-east-1a` or `use1-az6`")
+        None, description="the one zone of all GPU pools and the file system, e.g. `us-east-1a` or `use1-az6`; a zone "
+                          "name of `aws:region`")
     training_namespace: Text(DNS_LABEL, "a Kubernetes namespace name (lowercase DNS label)", short="namespace name",
-                             max_length=63, check=_not_reserved) = Field(
+                             max_length=63, check=_not_reserved, json_pattern=NOT_RESERVED + DNS_LABEL) = Field(
         "training", description="namespace of jobs, the FSx claim and the LocalQueue; not `kube-*` nor one the "
                                 "program owns (" + ", ".join(namespaces.RESERVED) + ")")
     paused: Bool = Field(False, description="hold the queue and let every GPU pool scale to 0 (`bootstrap pause`/"
@@ -218,9 +149,16 @@ class StackKeys(Model):
                     "estimate); catalog prices are us-east-1's (p6: us-west-2's), and the plan says so for other "
                     "regions")
     tags: dict[TagKey, TagValue] = Field(
-        default_factory=dict, description="extra AWS tags on every resource that takes tags")
+        default_factory=dict, description="extra AWS tags on every resource that takes tags; not `Name` (the "
+                                          "program's); with the program's own at most 50 on a resource, and a pool's "
+                                          "`gpuPools[].labels` and `cpuPools[].labels` are tags of its Auto Scaling "
+                                          "group too")
     network: NetworkConfig = Field(default_factory=NetworkConfig, description="the VPC")
-    system_nodes: SystemNodesConfig = Field(default_factory=SystemNodesConfig, description="the system node group")
+    system_nodes: SystemNodesConfig = Field(
+        default_factory=SystemNodesConfig,
+        description="the system node group: `systemNodes.count` x `systemNodes.instanceType` must hold the system pods "
+                    "(add-ons, operators, a launcher per mpirun `jobs[].launcher` and `gpuPools[].fabricTest`, a chief "
+                    "per ps job, and with `observability` the metrics stack, which grows with `gpuPools[].maxNodes`)")
     gpu_pools: tuple[GpuPoolConfig, ...] = Field((), description="the GPU node pools")
     cpu_pools: tuple[CpuPoolConfig, ...] = Field(
         (), description="CPU node pools in the GPU zone (parameter servers), scaled from zero like the GPU pools")
@@ -229,12 +167,15 @@ class StackKeys(Model):
     image_cache: Bool = Field(
         True, description="an ECR pull-through cache for public.ecr.aws: nodes pull public ECR images (the Deep "
                           "Learning Containers, jobs' public.ecr.aws images) from the account's registry in the "
-                          "region, through the S3 endpoint; `false` pulls them from public ECR through NAT")
+                          "region, through the S3 endpoint; `false` pulls them from public ECR through NAT; must be "
+                          "`false` where ECR has no pull-through cache (`aws:region` " + ", ".join(NO_PULL_THROUGH_CACHE)
+                          + ")")
     job_policy_arns: tuple[Text(allowed="an IAM managed policy ARN", short="IAM policy ARN",
-                                check=check_policy_arn), ...] = Field(
-        (), description="IAM managed policies for the jobs' role, besides read and write on the stack's bucket, which "
-                        "it always has (EKS Pod Identity on the training namespace's `default` service account); at "
-                        "most 10, no repeats")
+                                check=check_policy_arn, json_pattern=POLICY_ARN), ...] = Field(
+        (), json_schema_extra={"maxItems": ROLE_MANAGED_POLICIES_MAX, "uniqueItems": True},
+        description="IAM managed policies for the jobs' role, besides read and write on the stack's bucket, which it "
+                    "always has (EKS Pod Identity on the training namespace's `default` service account); at most "
+                    f"{ROLE_MANAGED_POLICIES_MAX}, no repeats, each in the partition of `aws:region`")
     observability: ObservabilityConfig = Field(
         default_factory=ObservabilityConfig, description="metrics, dashboards, alerts and TensorBoard")
     alert_slack_webhook_url: Annotated[SlackWebhook | None, DefaultText("none")] = Field(

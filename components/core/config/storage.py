@@ -6,6 +6,7 @@ from pydantic import Field, model_validator
 
 from components.core.config.base import Bool, Checked, Choice, Int, Model, Number, Text, given, or_engine_int, rule
 from components.core.config.describe import DefaultText
+from components.core.config.text.patterns import BUCKET_NAME
 from components.core.config.values import BUCKET_NAME_ALLOWED, S3_PREFIX, bucket_name_problem
 from components.core.problems import show
 
@@ -15,6 +16,7 @@ FSX_PERSISTENT_2_THROUGHPUT = (125, 250, 500, 1000)
 FSX_PERSISTENT_2_DEFAULT_THROUGHPUT = 250
 FSX_SCRATCH_2_THROUGHPUT = 200
 FSX_MAX_CAPACITY_GIB = 2_400 * 1_000
+FSX_CAPACITIES = (1200, *range(2400, FSX_MAX_CAPACITY_GIB + 1, 2400))
 # FSx counts 1,200 GiB as 1.2 TiB when it quotes throughput per TiB.
 FSX_GIB_PER_TIB = 1000
 # Metadata IOPS for USER_PROVISIONED mode (FSx Lustre User Guide,
@@ -28,7 +30,7 @@ EXPORT_TIMEOUT_MAX_MINUTES = 24 * 60
 
 
 def _capacity_problem(gib: int) -> str | None:
-    return None if gib in (1200, 2400) or gib % 2400 == 0 else "allowed: 1200, 2400, or a multiple of 2400"
+    return None if gib in FSX_CAPACITIES else "allowed: 1200, 2400, or a multiple of 2400"
 
 
 def _throughput_problem(value: int) -> str | None:
@@ -54,22 +56,26 @@ class FsxConfig(Model):
     storage_capacity_gib: Checked(Int(ge=1200, le=FSX_MAX_CAPACITY_GIB), _capacity_problem,
                                   short="1200, 2400 or n x 2400", json_schema=or_engine_int({
                                       "type": "integer", "maximum": FSX_MAX_CAPACITY_GIB,
-                                      "anyOf": [{"enum": [1200]}, {"multipleOf": 2400, "minimum": 2400}]})) = Field(
+                                      "anyOf": [{"enum": [1200]}, {"multipleOf": 2400, "minimum": 2400}]},
+                                      FSX_CAPACITIES)) = Field(
         1200, description="capacity")
     throughput_per_tib: Annotated[
         Checked(Int(), _throughput_problem, short="125 \\| 250 \\| 500 \\| 1000",
-                json_schema=or_engine_int({"enum": list(FSX_PERSISTENT_2_THROUGHPUT)})) | None,
+                json_schema=or_engine_int({"enum": list(FSX_PERSISTENT_2_THROUGHPUT)}, FSX_PERSISTENT_2_THROUGHPUT)) | None,
         DefaultText(f"`{FSX_PERSISTENT_2_DEFAULT_THROUGHPUT}` (PERSISTENT_2 only)")] = Field(
-        None, description="MB/s per TiB, PERSISTENT_2 only (SCRATCH_2 has 200); aggregate = capacity x tier")
-    efa_enabled: Bool = Field(False, description="EFA-enabled file system (PERSISTENT_2 only)")
+        None, description="MB/s per TiB, `deploymentType` PERSISTENT_2 only (SCRATCH_2 has 200); aggregate = capacity "
+                          "x tier")
+    efa_enabled: Bool = Field(False, description="EFA-enabled file system (`deploymentType` PERSISTENT_2 only)")
     metadata_iops: Annotated[
         Checked(Int(), _metadata_iops_problem, short="1500, 3000, 6000, 12000, n x 12000 <= 192000",
-                json_schema=or_engine_int({"enum": list(FSX_METADATA_IOPS)})) | None,
-        DefaultText("AUTOMATIC")] = Field(None, description="user-provisioned metadata IOPS (PERSISTENT_2)")
+                json_schema=or_engine_int({"enum": list(FSX_METADATA_IOPS)}, FSX_METADATA_IOPS)) | None,
+        DefaultText("AUTOMATIC")] = Field(
+        None, description="user-provisioned metadata IOPS (`deploymentType` PERSISTENT_2 only)")
     backup_retention_days: Int(ge=0, le=90) = Field(
-        0, description="automatic daily backups (PERSISTENT_2 with `s3Link: false`)")
+        0, description="automatic daily backups (`deploymentType` PERSISTENT_2 with `s3Link: false`)")
     final_backup_on_delete: Bool = Field(
-        False, description="a final backup when the file system is deleted (PERSISTENT_2 with `s3Link: false`)")
+        False, description="a final backup when the file system is deleted (`deploymentType` PERSISTENT_2 with "
+                           "`s3Link: false`)")
 
     @model_validator(mode="before")
     @classmethod
@@ -121,7 +127,7 @@ class StorageConfig(Model):
                                                               "`<mount>/datasets` (jobs get `GPUCLUSTER_DATASET_DIR`)")
     checkpoint_prefix: S3Prefix = Field(
         "checkpoints/", description="where checkpoints live; `<mount>/checkpoints` (`GPUCLUSTER_CHECKPOINT_DIR`); must "
-                                    "not overlap the dataset prefix")
+                                    "not overlap `datasetPrefix`")
     retain_on_destroy: Bool = Field(
         True, description="keep the bucket, with every object, on destroy; `false` deletes it (and, with `bootstrap "
                           "destroy --delete-bucket-data`, what it holds); not with `bucketName`")
@@ -134,7 +140,8 @@ class StorageConfig(Model):
                           "backups need `s3Link: false`")
     # An existing bucket to use instead of creating one (the one a previous
     # destroy kept): the stack neither creates nor deletes it.
-    bucket_name: Text(allowed=BUCKET_NAME_ALLOWED, short="S3 bucket name", check=bucket_name_problem) | None = Field(
+    bucket_name: Text(allowed=BUCKET_NAME_ALLOWED, short="S3 bucket name", check=bucket_name_problem,
+                      json_pattern=BUCKET_NAME) | None = Field(
         None, description="link this existing bucket (the one a previous destroy kept) instead of creating one: looked "
                           "up, never created or deleted by the stack (`bootstrap destroy` prints the line that sets it)")
     export_timeout_minutes: Int(ge=5, le=EXPORT_TIMEOUT_MAX_MINUTES) = Field(

@@ -86,13 +86,14 @@ def check_public_cidr(value: str) -> str | None:
 EXAMPLE_ACCOUNTS = ("123456789012", "111122223333", "444455556666")
 
 # https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_identifiers.html#identifiers-arns
-_IAM_PRINCIPAL_ARN = r"arn:aws(-cn|-us-gov)?:iam::\d{12}:(role|user)(/[\w+=,.@-]+)*/[\w+=,.@-]{1,128}"
+_IAM_NAME = r"[A-Za-z0-9_+=,.@-]"  # IAM names and paths: ASCII only
+IAM_PRINCIPAL_ARN = rf"arn:aws(-cn|-us-gov)?:iam::[0-9]{{12}}:(role|user)(/{_IAM_NAME}+)*/{_IAM_NAME}{{1,128}}"
 
 
 def check_principal_arn(value: str) -> str | None:
     """An IAM role or user ARN. Any account is valid (EKS access entries take
     principals of other accounts); whether it exists is preflight's question."""
-    if not re.fullmatch(_IAM_PRINCIPAL_ARN, value):
+    if not re.fullmatch(IAM_PRINCIPAL_ARN, value):
         if ":sts::" in value and ":assumed-role/" in value:
             return ("is a session (assumed-role) ARN; give the role's IAM ARN, arn:aws:iam::<account>:role/<name> "
                     "(`python -m bootstrap whoami` prints it)")
@@ -105,7 +106,7 @@ def check_principal_arn(value: str) -> str | None:
 
 # IAM User Guide, "IAM identifiers" (ARNs): a managed policy is AWS's (account `aws`) or an account's,
 # arn:<partition>:iam::<aws|account>:policy/<path/><name>.
-_IAM_POLICY_ARN = r"arn:aws(-cn|-us-gov)?:iam::(aws|\d{12}):policy/([\w+=,.@-]+/)*[\w+=,.@-]{1,128}"
+IAM_POLICY_ARN = rf"arn:aws(-cn|-us-gov)?:iam::(aws|[0-9]{{12}}):policy/({_IAM_NAME}+/)*{_IAM_NAME}{{1,128}}"
 # IAM User Guide, "IAM and AWS STS quotas": managed policies attached to a role, 10 by default
 # (adjustable to 25); the jobs' role attaches only the stack's, its S3 access being an inline policy.
 ROLE_MANAGED_POLICIES_MAX = 10
@@ -113,7 +114,7 @@ ROLE_MANAGED_POLICIES_MAX = 10
 
 def check_policy_arn(value: str) -> str | None:
     """An IAM managed policy ARN (AWS's or an account's)."""
-    if re.fullmatch(_IAM_POLICY_ARN, value):
+    if re.fullmatch(IAM_POLICY_ARN, value):
         return None
     return ("must be an IAM managed policy ARN, arn:aws:iam::aws:policy/<name> or "
             "arn:aws:iam::<12-digit account>:policy/<name>")
@@ -215,10 +216,13 @@ IMAGE_REFERENCE = re.compile(
     rf"(?P<name>(?:(?P<domain>{_DOMAIN})/)?(?P<path>{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*))"
     rf"(?::(?P<tag>{_TAG}))?(?:@(?P<digest>{_DIGEST}))?")
 NAME_MAX = 255
-# For editors (JSON Schema, JavaScript regex): a reference pinned to a tag or digest, not `latest`.
-IMAGE_PINNED_PATTERN = (rf"(?!.*:latest$)(?:{_DOMAIN}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*"
-                        rf"(?::{_TAG}(?:@{_DIGEST})?|@{_DIGEST})")
 SHA256_HEX = 64
+# For editors (JSON Schema, JavaScript regex): what image_problem accepts, a reference pinned to a tag or
+# digest, not `latest`, its name at most NAME_MAX characters, a sha256 digest of SHA256_HEX hex digits.
+_PINNED_DIGEST = rf"(?:sha256:[0-9a-fA-F]{{{SHA256_HEX}}}|(?!sha256:){_DIGEST})"
+IMAGE_PINNED_PATTERN = (rf"(?!.*:latest$)(?=[^@]{{1,{NAME_MAX}}}(?::{_TAG})?(?:@|$))"
+                        rf"(?:{_DOMAIN}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*"
+                        rf"(?::{_TAG}(?:@{_PINNED_DIGEST})?|@{_PINNED_DIGEST})")
 
 
 def image_problem(reference: str) -> str | None:
