@@ -114,9 +114,11 @@ def block_in(title: str, lang: str, text: str | None = None) -> Block:
 
 
 BENCHMARK = "venv/bin/python -m bootstrap.offline.benchmark"
-BENCHMARK_LINE = re.compile(r"stack (?P<stack>\S+): plan (?P<plan_s>[\d.]+) s; floor (?P<floor_s>[\d.]+) s \("
-                            r"importing the (?P<modules>\d+) modules .*; the plan loads (?P<loaded>\d+) provider "
-                            r"modules\); ratio (?P<ratio>[\d.]+) \(goal <= [\d.]+\)")
+BENCHMARK_LINE = re.compile(r"stack (?P<stack>\S+): plan (?P<plan_s>[\d.]+) s; imports (?P<floor_s>[\d.]+) s \("
+                            r"the (?P<modules>\d+) modules .*; the plan loads (?P<loaded>\d+) provider "
+                            r"modules\), ratio (?P<ratio>[\d.]+); imports and the engine registering its "
+                            r"(?P<resources>\d+) resources (?P<sdk_s>[\d.]+) s, ratio (?P<sdk_ratio>[\d.]+) "
+                            r"\(goal <= [\d.]+\)")
 
 
 def benchmark_block(text: str | None = None) -> tuple[Command, str]:
@@ -130,7 +132,7 @@ def benchmark_numbers(output: str) -> dict[str, float | int]:
     """measure()'s result, read back from a line the benchmark printed."""
     match = BENCHMARK_LINE.fullmatch(output.strip())
     assert match, f"not the benchmark's line: {output!r}"
-    return {key: (int(value) if key in ("modules", "loaded") else float(value))
+    return {key: (int(value) if key in ("modules", "loaded", "resources") else float(value))
             for key, value in match.groupdict().items() if key != "stack"}
 
 

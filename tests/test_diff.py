@@ -8,12 +8,12 @@ import json
 import pytest
 
 from bootstrap import stackfile
-from bootstrap.offline import mocks, plan_diff, plan_report
+from bootstrap.offline import plan_diff, plan_report
 from bootstrap.offline.replacements import forces_replacement
 from bootstrap.verbs import diff
 from components.core.hardware import catalog
 from components.core.stack_config import parse as parse_stack
-from tests.conftest import stack_raw
+from tests.conftest import shared_run, stack_raw
 
 NG = "aws:eks/nodeGroup:NodeGroup"
 FSX = "aws:fsx/lustreFileSystem:LustreFileSystem"
@@ -155,7 +155,7 @@ def test_out_writes_the_report(tmp_path, capsys):
 
 def real_plan(overrides: dict | None = None) -> dict:
     raw = stack_raw("prod", overrides)
-    rec = mocks.run_program(raw, "prod")
+    rec = shared_run(raw, "prod")
     report_ = plan_report.build_report(parse_stack(raw, stackfile.project_name(), "prod"), rec, [])
     return json.loads(json.dumps(report_, sort_keys=True, default=str))
 

@@ -171,7 +171,7 @@ def test_text_report_puts_causes_first_then_what_was_read(capsys):
     assert lines[3] == "   log: Pod/gpt-node-0-1-4bf77 container node, 12-05 10:42:17.201856"
     assert lines[4] == "     " + EXPECTED["nccl-watchdog-timeout"][1]
     assert lines[5].startswith("   fix: a collective waited for a rank that never joined")
-    assert out.index("fix:") < out.index("Read from bundle")
+    assert out.index("fix:") < out.index("Read from the bundle in ")
     assert "2 Pods, 3 Nodes, 1 TrainJob, 1 JobSet, 1 Workload, 1 ClusterQueue; 1 container log;" in " ".join(lines)
 
 

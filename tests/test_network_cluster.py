@@ -20,10 +20,7 @@ def dev(request):
 
 @pytest.fixture(scope="module")
 def prod():
-    from bootstrap.offline import mocks
-    from tests.conftest import stack_raw
-
-    return mocks.run_program(stack_raw("prod"), "prod")
+    return shared_recording("prod")
 
 
 # -- zones -------------------------------------------------------------------

@@ -19,7 +19,7 @@ from components.core import node_updates
 from components.core.stack_config import parse as parse_stack
 from components.hooks import HookSettings, HookWork, StackHooks
 from tests.conftest import recording as shared_recording
-from tests.conftest import stack_config, stack_raw
+from tests.conftest import shared_run, stack_config, stack_raw
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
 NG = "aws:eks/nodeGroup:NodeGroup"
@@ -163,7 +163,7 @@ def test_bootstrap_diff_flags_a_tag_change_that_reaches_a_template(labels, group
 def test_the_plan_says_what_restarts_nodes(run_stack):
     raw = stack_raw("prod")
     report = plan_report.build_report(parse_stack(raw, stackfile.project_name(), "prod"),
-                                      mocks.run_program(raw, "prod"), [])
+                                      shared_run(raw, "prod"), [])
     assert report["laterUps"]["restartGpuPoolKeys"] == list(node_updates.GPU_TEMPLATE_KEYS)
     from bootstrap.offline.plan_text import _later_ups
 

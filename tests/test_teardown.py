@@ -30,7 +30,7 @@ def prod() -> mocks.Recording:
 
 @pytest.fixture(scope="module")
 def dev() -> mocks.Recording:
-    return mocks.run_program(stack_raw("dev"), "dev")
+    return shared_recording("dev")
 
 
 def one(rec: mocks.Recording, type_: str) -> mocks.Registration:

@@ -8,6 +8,7 @@ the shape `pulumi stack export` gives, so the report is read from what a
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import shutil
@@ -20,11 +21,10 @@ import pytest
 
 from bootstrap import stackfile
 from bootstrap.deployed import automation, pausing, teardown
-from bootstrap.offline import mocks
 from bootstrap.verbs import pause
 from components.aws.lookups import DESTROYING_ENV
 from components.hooks import SKIP_EXPORT_ENV, bucket_guard
-from tests.conftest import stack_raw
+from tests.conftest import recording as shared_recording
 
 DEPLOY_KEYS = {"gpucluster:adminPrincipalArns": ["arn:aws:iam::210987654321:role/Admin"],
                "gpucluster:publicAccessCidrs": ["34.200.10.0/24"]}
@@ -42,10 +42,11 @@ def project(tmp_path: Path, stack: str, extra: dict | None = None) -> Path:
 
 def state_of(stack: str) -> list[dict]:
     """What `pulumi stack export` would list after `pulumi up` of the stack."""
-    rec = mocks.run_program(stack_raw(stack), stack)
-    return [{"urn": r.urn, "type": r.type, "custom": r.custom, "id": r.id, "parent": r.parent, "inputs": r.inputs,
-             "outputs": r.outputs, "retainOnDelete": r.retain_on_delete, "protect": r.protect}
-            for r in rec.resources]
+    rec = shared_recording(stack)
+    return copy.deepcopy([  # a copy: the tests change it
+        {"urn": r.urn, "type": r.type, "custom": r.custom, "id": r.id, "parent": r.parent, "inputs": r.inputs,
+         "outputs": r.outputs, "retainOnDelete": r.retain_on_delete, "protect": r.protect}
+        for r in rec.resources])
 
 
 @pytest.fixture(scope="module")

@@ -57,7 +57,7 @@ def render(bundle: Bundle, findings: list[Finding], source: str) -> str:
         read.append(f"{summary['scalingActivities']} Auto Scaling activities")
     elif summary["aws"]:
         read.append(f"Auto Scaling activities {summary['aws']}")
-    origin = f"bundle {bundle.path}" if source == "bundle" else "the cluster"
+    origin = f"the bundle in {bundle.path}/" if source == "bundle" else "the cluster"
     if source == "bundle" or bundle.path:
         origin += f", collected {bundle.collected_at}" if source == "bundle" else f" (bundle written to {bundle.path})"
     lines += [""] + _wrap(f"Read from {origin}: {'; '.join(read)}.", "")

@@ -20,5 +20,6 @@ def test_the_benchmark_block_runs_as_written_and_counts_the_modules_the_readme_q
     result = rb.run_script(command.text, rb.fresh_clone(tmp_path), timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
     got, quoted = rb.benchmark_numbers(result.stdout), rb.benchmark_numbers(quote)
-    assert (got["modules"], got["loaded"]) == (quoted["modules"], quoted["loaded"]), (
+    assert (got["modules"], got["loaded"], got["resources"]) == (quoted["modules"], quoted["loaded"],
+                                                                 quoted["resources"]), (
         f"README.md:{command.line}: the benchmark now prints {result.stdout.strip()!r}: quote it")

@@ -10,6 +10,7 @@ registers them.
 from __future__ import annotations
 
 import functools
+import json
 from pathlib import Path
 from typing import Any
 
@@ -40,10 +41,15 @@ def _crd_text(crd_name: str) -> str:
     return (MANIFESTS / CRD_FILES[crd_name]).read_text()
 
 
+@functools.cache
+def _crd_json(crd_name: str) -> str:
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the CRDs are ~600 KB each: parsed once
+    return json.dumps(yaml.load(_crd_text(crd_name), Loader=loader))
+
+
 def crd(crd_name: str) -> dict[str, Any]:
     """A vendored upstream CRD as a fresh dict (callers may add labels)."""
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the CRDs are ~600 KB each
-    return yaml.load(_crd_text(crd_name), Loader=loader)
+    return json.loads(_crd_json(crd_name))
 
 
 def _rule(groups: list[str], resources: list[str], verbs: list[str]) -> dict[str, Any]:
