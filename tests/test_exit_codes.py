@@ -359,3 +359,16 @@ def test_a_first_deploy_line_whose_command_fails_writes_nothing(tmp_path, no_cre
                           timeout=60)
     assert (done.returncode, done.stderr) == (status, message)
     assert not calls.exists(), f"pulumi was called: {calls.read_text()}"
+
+
+def test_only_errors_before_aws_answers_count_as_no_aws():
+    from botocore import exceptions
+
+    from bootstrap.account.identity import cannot_reach_aws
+
+    assert cannot_reach_aws(exceptions.NoCredentialsError())
+    assert cannot_reach_aws(exceptions.EndpointConnectionError(endpoint_url="https://sts.amazonaws.com"))
+    assert cannot_reach_aws(exceptions.ClientError({"Error": {"Code": "ExpiredToken"}}, "GetCallerIdentity"))
+    # Our mistake or the account's answer: the verb judges it (1), never "could not reach AWS" (2).
+    assert not cannot_reach_aws(exceptions.ParamValidationError(report="Bucket: missing"))
+    assert not cannot_reach_aws(exceptions.ClientError({"Error": {"Code": "AccessDenied"}}, "GetRole"))

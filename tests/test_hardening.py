@@ -197,7 +197,7 @@ def test_the_values_we_set_for_it():
     assert values["securityContext"] == {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532,
                                          "seccompProfile": RUNTIME_DEFAULT}
     assert values["containerSecurityContext"] == RESTRICTED
-    manager = queueing.helm_values()["controllerManager"]["manager"]
+    manager = queueing.helm_values("training")["controllerManager"]["manager"]
     assert manager["podSecurityContext"] == {"runAsNonRoot": True, "seccompProfile": RUNTIME_DEFAULT}
     assert manager["containerSecurityContext"] == RESTRICTED
     assert trainer.helm_values()["manager"]["securityContext"] == {

@@ -97,8 +97,8 @@ def test_fabric_test_outranks_training():
 
 
 def test_manager_config_keeps_the_charts_integrations_and_adds_waiting_for_pods():
-    config = yaml.safe_load(queueing.helm_values()["managerConfig"]["controllerManagerConfigYaml"])
-    assert config == queueing.manager_config()
+    config = yaml.safe_load(queueing.helm_values("training")["managerConfig"]["controllerManagerConfigYaml"])
+    assert config == queueing.manager_config("training")
     assert (config["apiVersion"], config["kind"]) == ("config.kueue.x-k8s.io/v1beta2", "Configuration")
     # The string replaces the chart's whole default, so the list is ours: the jobs we emit and what they are
     # made of; no pod/deployment/statefulset webhooks (failurePolicy Fail) on kinds never queued.
@@ -116,10 +116,14 @@ def test_manager_config_keeps_the_charts_integrations_and_adds_waiting_for_pods(
 
     assert int(wait["timeout"].rstrip("m")) > autoscaling.MAX_NODE_PROVISION_MINUTES
     assert config["leaderElection"] == {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"}
+    # Jobs of the training namespace only: the chart copies this into its job webhooks' namespaceSelector, so
+    # kube-prometheus-stack's hook Jobs in `monitoring`, installed beside Kueue, never meet its webhook.
+    assert config["managedJobsNamespaceSelector"] == {
+        "matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["training"]}]}
 
 
 def test_helm_values_use_the_charts_keys():
-    values = queueing.helm_values()
+    values = queueing.helm_values("training")
     assert values["controllerManager"] == {
         "replicas": 1,
         "manager": {"image": {"repository": "registry.k8s.io/kueue/kueue", "tag": "v0.19.2",
@@ -132,7 +136,7 @@ def test_helm_values_use_the_charts_keys():
         "nodeSelector": SYSTEM_NODE_LABEL,
     }
     assert set(values) == {"controllerManager", "managerConfig", "enablePrometheus"}
-    assert values["enablePrometheus"] is False and queueing.helm_values(metrics=True)["enablePrometheus"] is True
+    assert values["enablePrometheus"] is False and queueing.helm_values("training", metrics=True)["enablePrometheus"] is True
     assert (v.KUEUE_CHART, v.KUEUE_CHART_VERSION) == ("oci://registry.k8s.io/kueue/charts/kueue", "0.19.2")
 
 
@@ -161,7 +165,7 @@ def test_queue_objects_wait_for_kueue_and_are_registered_whole(run_mocked):
     release = rec.named("q-kueue")
     assert (release.inputs["chart"], release.inputs["version"]) == (v.KUEUE_CHART, "0.19.2")
     assert release.inputs["namespace"] == "kueue-system" and rec.depends_on(release, rec.named("q-kueue-ns"))
-    assert release.inputs["values"] == queueing.helm_values()
+    assert release.inputs["values"] == queueing.helm_values("training")
     custom = [r for r in rec.resources if r.type.startswith("kubernetes:kueue.x-k8s.io/")]
     assert sorted(r.inputs["kind"] for r in custom) == ["ClusterQueue", "LocalQueue", "ResourceFlavor",
                                                        "ResourceFlavor", "WorkloadPriorityClass",

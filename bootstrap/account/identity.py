@@ -25,11 +25,21 @@ def cannot_reach_aws(err: Exception) -> bool:
     """True when a boto3 call failed before AWS looked at the account: no, expired or invalid credentials, no
     region or profile, no endpoint or network (botocore's own errors). The verb could not run: exit 2. Any other
     AWS answer (AccessDenied on one call, a missing resource) is about the account, for the verb to judge."""
-    from botocore.exceptions import BotoCoreError, ClientError
+    from botocore import exceptions
 
-    if isinstance(err, ClientError):
+    if isinstance(err, exceptions.ClientError):
         return (err.response.get("Error") or {}).get("Code") in _NOT_AUTHENTICATED
-    return isinstance(err, BotoCoreError)
+    # Not every BotoCoreError: a ParamValidationError or a WaiterError is ours or the account's, not "no AWS".
+    unreachable = tuple(getattr(exceptions, name) for name in _NO_AWS if hasattr(exceptions, name))
+    return isinstance(err, unreachable)
+
+
+# botocore's errors raised before a request reaches AWS or gets its answer: credentials, region, profile,
+# network, TLS, SSO tokens.
+_NO_AWS = ("NoCredentialsError", "PartialCredentialsError", "CredentialRetrievalError", "NoRegionError",
+           "ProfileNotFound", "InvalidConfigError", "EndpointConnectionError", "ConnectTimeoutError",
+           "ReadTimeoutError", "ConnectionClosedError", "ProxyConnectionError", "SSLError", "TokenRetrievalError",
+           "SSOTokenLoadError", "UnauthorizedSSOTokenError", "SSOError")
 
 
 def principal_arn(sts, iam) -> tuple[str, str | None]:

@@ -71,17 +71,17 @@ def main(argv: list[str]) -> int:
         print(str(err), file=sys.stderr)
         return 1
     report = build_report(cfg, recording, standins)
-    if args.json:
-        print(json.dumps(report, indent=2, sort_keys=True, default=str))
-    else:
-        print(render(report, resource_tree(recording)))
-    if args.out:
+    if args.out:  # the files first: a reader that closes stdout early (`| head`) must not leave them stale
         try:
             write_out(args.out, recording)
         except OSError as err:
             print(f"gpucluster: --out {args.out}: cannot write there ({err.strerror or err})", file=sys.stderr)
             return 2
-        if not args.json:
+    if args.json:
+        print(json.dumps(report, indent=2, sort_keys=True, default=str))
+    else:
+        print(render(report, resource_tree(recording)))
+        if args.out:
             print(f"\nwrote {args.out / 'resources.json'} and {len(kubernetes_objects(recording))} "
                   f"Kubernetes objects to {args.out / 'k8s'}")
     # A mandatory violation of the policy pack would fail `pulumi preview --policy-pack policy`.

@@ -61,7 +61,7 @@ class Queue(pulumi.ComponentResource):
         self.release = release_in_own_namespace(
             f"{name}-kueue", "kueue", v.KUEUE_CHART, v.KUEUE_CHART_VERSION, queueing.NAMESPACE,
             # Its chart's ServiceMonitor off: with it the install would need the Prometheus Operator's CRDs.
-            queueing.helm_values(metrics=False), args.provider, self, args.depends_on)
+            queueing.helm_values(args.namespace, metrics=False), args.provider, self, args.depends_on)
 
         def custom(res_name: str, obj: dict, depends_on: list[pulumi.Resource], **extra) -> KubernetesObject:
             return KubernetesObject(res_name, obj, pulumi.ResourceOptions(

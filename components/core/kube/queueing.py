@@ -81,8 +81,20 @@ INTEGRATIONS = (
 )
 
 
-def manager_config() -> dict[str, Any]:
-    """The chart's default Configuration (values.yaml managerConfig) plus waitForPodsReady.
+def managed_namespaces(namespace: str) -> dict[str, Any]:
+    """Kueue manages jobs in the training namespace only. The chart copies this selector into every job
+    webhook's namespaceSelector (charts/kueue/templates/webhook/manifests.yaml at v0.19.2; its default is
+    every namespace but kube-system and kueue-system): the batch/job webhook (failurePolicy Fail) would
+    otherwise judge kube-prometheus-stack's hook Jobs in `monitoring`, which install beside Kueue and would
+    be refused while Kueue's webhook is not serving yet. The cost: a job labelled for a queue in another
+    namespace is not suspended by the webhook (there is no LocalQueue there for it anyway); every namespace
+    that queues jobs must be listed here."""
+    return {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": [namespace]}]}
+
+
+def manager_config(namespace: str) -> dict[str, Any]:
+    """The chart's default Configuration (values.yaml managerConfig) plus waitForPodsReady, for jobs in
+    `namespace`.
 
     v1beta2 decodes strictly: waitForPodsReady has no `enable` field (it is
     on whenever present, and by default since v0.19).
@@ -109,10 +121,11 @@ def manager_config() -> dict[str, Any]:
                                   "backoffBaseSeconds": 60, "backoffMaxSeconds": 3600},
         },
         "integrations": {"frameworks": list(INTEGRATIONS)},
+        "managedJobsNamespaceSelector": managed_namespaces(namespace),
     }
 
 
-def helm_values(metrics: bool = False) -> dict[str, Any]:
+def helm_values(namespace: str, metrics: bool = False) -> dict[str, Any]:
     """Values of the kueue chart 0.19.2 (controllerManager.manager.image, controllerManager.nodeSelector,
     managerConfig.controllerManagerConfigYaml, enablePrometheus, controllerManager.manager.podSecurityContext
     and containerSecurityContext: values.yaml keys at v0.19.2).
@@ -132,7 +145,7 @@ def helm_values(metrics: bool = False) -> dict[str, Any]:
                         "containerSecurityContext": hardening.container_security_context()},
             "nodeSelector": dict(SYSTEM_NODE_LABEL),
         },
-        "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(manager_config(), sort_keys=False)},
+        "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(manager_config(namespace), sort_keys=False)},
     }
 
 
