@@ -31,6 +31,9 @@ FRAMEWORKS = ("pytorch", "horovod", "tensorflow")
 # The guide's parameter-server ports: 12345-12355 open between PS and workers.
 PS_PORTS = (12345, 12355)
 CLEAN_POD_POLICIES = ("None", "Running", "All")
+# Kueue WorkloadPriorityClasses a job may name (components.core.kube.queueing.PRIORITY_CLASSES).
+PRIORITY_CLASSES = ("gpucluster-high", "gpucluster-training", "gpucluster-low")
+TRAINING_PRIORITY = "gpucluster-training"
 
 # jobs[].terminationGracePeriodSeconds: how long a worker has between SIGTERM
 # and SIGKILL when it is drained, preempted or its job deleted. Unset, pods
@@ -215,6 +218,13 @@ class JobConfig(Model):
                           "`cpuPools[].name`, one per node (the chief runs on the system nodes)")
     ps_port: Int(ge=PS_PORTS[0], le=PS_PORTS[1]) = Field(
         PS_PORTS[0], description="`launcher: ps` only: the port every task serves gRPC on (the guide's 12345-12355)")
+    team: Text(DNS_LABEL, "the name of a teams entry", short="team name", max_length=24) | None = Field(
+        None, description="the team whose namespace, queue, storage, job role and budget the job uses (a "
+                          "`teams[].name`); none: the training namespace")
+    priority_class: Choice(*PRIORITY_CLASSES) = Field(
+        TRAINING_PRIORITY, description="its Kueue priority class: orders its queue and, when lent GPUs are "
+                                           "reclaimed, a lower one is preempted first; a team's job one of "
+                                           "`teams[].priorityClasses`")
     start_on_up: Bool = Field(
         True, description="`false`: `pulumi up` does not start the job; `python -m bootstrap submit --stack <stack> "
                           "<job>` does, as often as you like (its runtime and Secret are still set up)")

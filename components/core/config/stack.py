@@ -26,6 +26,10 @@ from components.core.config.jobs import SPOT_GRACE_MAX_SECONDS, JobConfig, _env_
 from components.core.config.observability import SLACK_WEBHOOK_KEY, ObservabilityConfig, SlackWebhook
 from components.core.config.pools import CpuPoolConfig, GpuPoolConfig
 from components.core.config.storage import StorageConfig
+from components.core.config.teams import TEAMS_MAX, TeamConfig
+from components.core.config.teams import job_problems as team_job_problems
+from components.core.config.teams import member_problems as team_member_problems
+from components.core.config.teams import stack_problems as team_problems
 from components.core.config.text.patterns import POLICY_ARN, PRINCIPAL_ARN, PUBLIC_CIDR, escape
 from components.core.config.values import (
     AWS_TAG_KEY,
@@ -176,6 +180,11 @@ class StackKeys(Model):
         description="IAM managed policies for the jobs' role, besides read and write on the stack's bucket, which it "
                     "always has (EKS Pod Identity on the training namespace's `default` service account); at most "
                     f"{ROLE_MANAGED_POLICIES_MAX}, no repeats, each in the partition of `aws:region`")
+    teams: tuple[TeamConfig, ...] = Field(
+        (), json_schema_extra={"maxItems": TEAMS_MAX},
+        description="teams sharing the cluster: per team a namespace, a Kueue queue in one cohort with a guaranteed "
+                    "share of each pool it may lend and borrow past, fair sharing by weight, access for its members "
+                    "and a monthly budget (README, Teams); none: one queue, first come first served")
     observability: ObservabilityConfig = Field(
         default_factory=ObservabilityConfig, description="metrics, dashboards, alerts and TensorBoard")
     alert_slack_webhook_url: Annotated[SlackWebhook | None, DefaultText("none")] = Field(
@@ -277,6 +286,26 @@ class StackKeys(Model):
                     f"got {grace}; pool {spot[0]!r} is SPOT, and EC2 gives a Spot node two minutes' notice, of "
                     f"which the drain takes a part: at most {SPOT_GRACE_MAX_SECONDS} (checkpoint more often "
                     "instead)")
+
+    @rule("teams", "gpu_pools", "training_namespace")
+    def _teams_fit(self):
+        pools = {p.name: p for _, p in entries(self.gpu_pools)}
+        yield from team_problems(self.teams, pools, namespaces.RESERVED, self.training_namespace)
+
+    @rule("teams", "admin_principal_arns")
+    def _team_members(self):
+        yield from team_member_problems(self.teams, self.admin_principal_arns)
+
+    @rule("teams", "jobs")
+    def _jobs_of_teams(self):
+        yield from team_job_problems(self.teams, self.jobs)
+
+    def team(self, name: str):
+        return next(t for t in self.teams if t.name == name)
+
+    def namespace_of(self, job: JobConfig) -> str:
+        """Where a job runs: its team's namespace, or the training namespace."""
+        return self.team(job.team).namespace if job.team is not None else self.training_namespace
 
     def pool(self, name: str) -> GpuPoolConfig:
         return next(p for p in self.gpu_pools if p.name == name)
