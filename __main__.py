@@ -13,11 +13,13 @@ from components.aws.job_identity import JobIdentity, JobIdentityArgs
 from components.aws.network import Network, NetworkArgs
 from components.aws.node_group import NodeGroupSettings
 from components.aws.storage import Storage, StorageArgs
+from components.core import job_identity as job_identity_lib
 from components.core import system_nodes
 from components.core.config.values import is_admin
 from components.core.observability import access, dashboards
 from components.core.planning import cost, efa_env
 from components.core.problems import ConfigError, raise_problems
+from components.core.storage import team_data
 from components.hooks import HookSettings, StackHooks
 from components.kubernetes.autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
 from components.kubernetes.device_plugins import DevicePlugins, DevicePluginsArgs
@@ -72,6 +74,11 @@ storage = Storage(f"{name}-storage", StorageArgs(
 job_identity = JobIdentity(f"{name}-job-identity", JobIdentityArgs(
     cluster=cluster.name, namespace=cfg.training_namespace, bucket_arn=storage.bucket_arn,
     policy_arns=cfg.job_policy_arns, tags=cfg.tags, depends_on=cluster.core_addons))
+# And every pod of a team's namespace the team's role: its prefix of the bucket, and the stack's policies.
+team_identities = {team.name: JobIdentity(job_identity_lib.team_identity_name(name, team.name), JobIdentityArgs(
+    cluster=cluster.name, namespace=team.namespace, bucket_arn=storage.bucket_arn,
+    prefix=team_data.s3_prefix(team.name), policy_arns=cfg.job_policy_arns, tags=cfg.tags,
+    depends_on=cluster.core_addons)) for team in cfg.teams}
 
 # Every pool in the GPU zone: EFA does not cross zones, and parameter servers sit beside their workers.
 node_groups = NodeGroupSettings(
@@ -91,7 +98,7 @@ plugins = DevicePlugins(f"{name}-device-plugins", DevicePluginsArgs(
 volume = FsxVolume(f"{name}-fsx", FsxVolumeArgs(
     storage=storage, cluster_name=cluster.name, provider=cluster.provider, namespace=cfg.training_namespace,
     namespace_resource=cluster.training_namespace, addon_version=cfg.versions.addons["aws-fsx-csi-driver"],
-    depends_on=[cluster.system_nodes, *cluster.core_addons], tags=cfg.tags))
+    depends_on=[cluster.system_nodes, *cluster.core_addons], tags=cfg.tags, teams=cluster.team_namespaces))
 # Public ECR images (the Deep Learning Containers, jobs' own) come from the account's registry in the region.
 image_cache = ImageCache(f"{name}-image-cache", ImageCacheArgs(
     cluster_name=name, region=cfg.region, account_id=caller.account_id, partition=partition,
@@ -119,15 +126,17 @@ operators = Operators(f"{name}-operators", OperatorsArgs(
 queue = Queue(f"{name}-queue", QueueArgs(
     pools=cfg.all_pools, system_nodes=cfg.system_nodes, namespace=cfg.training_namespace,
     namespace_resource=cluster.training_namespace, provider=cluster.provider, stop_policy=cfg.stop_policy,
-    depends_on=operators.ready, metrics_crds=metrics_crds))
+    depends_on=operators.ready, metrics_crds=metrics_crds, teams=cfg.teams, team_namespaces=cluster.team_namespaces))
 
 for index, job in enumerate(cfg.jobs):
+    # A team's job runs in its namespace: the team's queue, file system directory and role.
+    identity = team_identities[job.team] if job.team is not None else job_identity
     TrainingJob(f"{name}-{job.name}", TrainingJobArgs(
-        job=job, pool=cfg.pool(job.pool), namespace=cfg.training_namespace, claim_name=volume.claim_name,
+        job=job, pool=cfg.pool(job.pool), namespace=cfg.namespace_of(job), claim_name=volume.claim_name,
         provider=cluster.provider, storage=cfg.storage, prices=cfg.prices,
         secret_env={k: job.env[k] for k in cfg.secret_env(index)}, ps_pool=cfg.ps_pool_of(job),
         image_cache=cache_base, depends_on=[*operators.ready, *queue.ready, volume, plugins, pools[job.pool],
-                                            job_identity, *cached,
+                                            identity, *cached,
                                             *([pools[job.ps_pool]] if job.launcher == "ps" else [])]))
 fabric_tests = {pool.name: FabricTest(f"{name}-{pool.name}-fabric-test", FabricTestArgs(
     pool=pool, namespace=cfg.training_namespace, provider=cluster.provider, image_cache=cache_base,
@@ -147,6 +156,8 @@ if cfg.cpu_pools:
     pulumi.export("cpuNodeGroups", {p.name: pools[p.name].node_group_name for p in cfg.cpu_pools})
 pulumi.export("bucketName", storage.bucket_name)
 pulumi.export("jobRoleArn", job_identity.role_arn)
+if team_identities:
+    pulumi.export("teamJobRoleArns", {team: identity.role_arn for team, identity in team_identities.items()})
 pulumi.export("bucketRetainedOnDestroy", storage.bucket_adopted or cfg.storage.retain_on_destroy)
 pulumi.export("paused", {"paused": cfg.paused, "stopPolicy": cfg.stop_policy})
 pulumi.export("fileSystemId", storage.file_system_id)

@@ -81,7 +81,7 @@ def test_one_definition_per_crd_and_one_for_every_kind_emitted(stack):
 
 
 def test_file_system_is_off_the_eks_critical_path(stack):
-    _, _, rec, _ = stack
+    _, cfg, rec, _ = stack
     (eks,) = rec.of_type("aws:eks/cluster:Cluster")
     (fs,) = rec.of_type("aws:fsx/lustreFileSystem:LustreFileSystem")
     assert not rec.depends_on(fs, eks)
@@ -89,8 +89,10 @@ def test_file_system_is_off_the_eks_critical_path(stack):
         assert not rec.depends_on(dra, eks)
     for ng in rec.of_type("aws:eks/nodeGroup:NodeGroup"):
         assert not rec.depends_on(ng, fs), ng.name
-    (pv,) = rec.of_type("kubernetes:core/v1:PersistentVolume")
-    assert rec.depends_on(pv, fs) and rec.depends_on(pv, eks)
+    pvs = rec.of_type("kubernetes:core/v1:PersistentVolume")  # the training namespace's, and one per team
+    assert len(pvs) == 1 + len(cfg.teams)
+    for pv in pvs:
+        assert rec.depends_on(pv, fs) and rec.depends_on(pv, eks), pv.name
 
 
 def test_every_gpu_resource_lives_in_the_one_gpu_zone(stack):

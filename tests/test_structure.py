@@ -24,6 +24,7 @@ CORE_LAYERS = {
     "namespaces": 0,
     "images": 0,
     "job_identity": 0,
+    "cluster_access": 0,
     "hardware": 1,
     "config": 2,
     "storage": 3,

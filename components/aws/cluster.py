@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
 from dataclasses import dataclass
 
 import pulumi
@@ -13,7 +11,8 @@ import pulumi_kubernetes as k8s
 
 from components.aws import iam
 from components.aws.system_node_group import system_node_group
-from components.core import namespaces
+from components.core import cluster_access, namespaces
+from components.core.cluster_access import principal_slug
 from components.core.config import StackConfig, support_type
 from components.core.hardware.zones import ZonePlan
 from components.hooks import StackHooks, metrics_volumes
@@ -47,17 +46,14 @@ VOLUME_TAG = metrics_volumes.CLUSTER_TAG
 # policy controller; the aws-node pods' network policy agent enforces on each node. Standard mode
 # (the default NETWORK_POLICY_ENFORCING_MODE): a new pod starts allowed until its policies are in place.
 VPC_CNI_CONFIGURATION = {"enableNetworkPolicy": "true"}
+# The training namespace's and every team namespace's labels: the same, no Pod Security labels (training
+# pods are the jobs' own manifests, components.core.kube.hardening).
+NAMESPACE_LABELS = {"app.kubernetes.io/part-of": "gpucluster"}
 
 
 def access_policy(partition: str, name: str = ADMIN_POLICY) -> str:
     """An EKS access policy's ARN (EKS User Guide, access-policy-permissions): arn:<partition>:eks::aws:..."""
     return f"arn:{partition}:eks::aws:cluster-access-policy/{name}"
-
-
-def principal_slug(arn: str) -> str:
-    """A short, stable resource-name part for an IAM principal."""
-    last = re.sub(r"[^a-z0-9-]", "-", arn.rsplit("/", 1)[-1].lower())[:24].strip("-")
-    return f"{last}-{hashlib.sha256(arn.encode()).hexdigest()[:6]}"
 
 
 def kubeconfig(cluster_name: str, endpoint: str, ca_data: str, region: str, profile: str | None = None,
@@ -122,6 +118,9 @@ class Cluster(pulumi.ComponentResource):
     system_zone: str  # the one zone of the system nodes, and so of the metrics volume
     core_addons: list[aws.eks.Addon]
     node_prerequisites: list[pulumi.Resource]  # what any node group must wait for
+    training_namespace: k8s.core.v1.Namespace
+    team_namespaces: dict[str, k8s.core.v1.Namespace]  # by team name (= its namespace), gpucluster:teams
+    member_access: dict[str, aws.eks.AccessEntry]  # the teams' members, by resource-name slug
 
     def __init__(self, name: str, args: ClusterArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpucluster:index:Cluster", name, None, opts)
@@ -190,6 +189,12 @@ class Cluster(pulumi.ComponentResource):
                                             principal_arn=entry.principal_arn,
                                             policy_arn=access_policy(partition),
                                             access_scope={"type": "cluster"}, opts=child))
+        # Each team member: a Kubernetes group and no access policy, so only the team namespace's Role grants
+        # anything (components.core.cluster_access). Not the provider's dependency: the deployer is an admin.
+        self.member_access = {entry.slug: aws.eks.AccessEntry(
+            f"{name}-{entry.slug}", cluster_name=cluster.name, principal_arn=entry.principal_arn,
+            type=cluster_access.ENTRY_TYPE, kubernetes_groups=[entry.group], tags=tags, opts=child)
+            for entry in cluster_access.member_entries(cfg.teams)}
 
         # Nodes get only what kubelet needs; the CNI's permissions go to its own
         # Pod Identity role instead of every node.
@@ -254,9 +259,12 @@ class Cluster(pulumi.ComponentResource):
         self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=self.kubeconfig, enable_server_side_apply=True,
                                      opts=pulumi.ResourceOptions(parent=self, depends_on=admin_access))
         self.training_namespace = k8s.core.v1.Namespace(
-            f"{name}-training-ns", metadata={"name": cfg.training_namespace,
-                                             "labels": {"app.kubernetes.io/part-of": "gpucluster"}},
+            f"{name}-training-ns", metadata={"name": cfg.training_namespace, "labels": dict(NAMESPACE_LABELS)},
             opts=pulumi.ResourceOptions(parent=self, provider=self.provider))
+        # A team's namespace beside it, labelled alike: its queue, RBAC and NetworkPolicies are the Queue's.
+        self.team_namespaces = {team.name: k8s.core.v1.Namespace(
+            f"{name}-team-{team.name}-ns", metadata={"name": team.namespace, "labels": dict(NAMESPACE_LABELS)},
+            opts=pulumi.ResourceOptions(parent=self, provider=self.provider)) for team in cfg.teams}
         self.register_outputs({
             "clusterName": self.name,
             "endpoint": self.endpoint,

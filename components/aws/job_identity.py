@@ -1,5 +1,6 @@
-"""JobIdentity: the jobs' IAM role, handed to every pod of the training namespace by EKS Pod Identity
-(components/core/job_identity.py says why the namespace's `default` service account)."""
+"""JobIdentity: the jobs' IAM role, handed to every pod of a namespace by EKS Pod Identity: the training
+namespace's (the whole bucket), or a team's (its prefix of the bucket). components/core/job_identity.py
+says why the namespace's `default` service account."""
 
 from __future__ import annotations
 
@@ -16,8 +17,11 @@ from components.core import job_identity
 @dataclass(frozen=True)
 class JobIdentityArgs:
     cluster: pulumi.Input[str]  # the EKS cluster's name, once it exists
-    namespace: str  # gpucluster:trainingNamespace
+    namespace: str  # gpucluster:trainingNamespace, or a team's namespace
     bucket_arn: pulumi.Input[str]  # the stack's bucket: created, or adopted (storage.bucketName)
+    # A team's prefix of the bucket ("teams/<team>/", components.core.storage.team_data): the only keys the role
+    # lists and touches. None: the whole bucket.
+    prefix: str | None = None
     policy_arns: Sequence[str] = ()  # gpucluster:jobPolicyArns
     tags: dict[str, str] = field(default_factory=dict)
     # The Pod Identity agent add-on: a pod started before it runs has no credentials.
@@ -25,7 +29,8 @@ class JobIdentityArgs:
 
 
 class JobIdentity(pulumi.ComponentResource):
-    """`<name>-role` (S3 on the stack's bucket, plus the stack's policies) and its Pod Identity association."""
+    """`<name>-role` (S3 on the stack's bucket or one prefix of it, plus the stack's policies) and its Pod
+    Identity association."""
 
     role_arn: pulumi.Output[str]
     association: aws.eks.PodIdentityAssociation
@@ -41,7 +46,8 @@ class JobIdentity(pulumi.ComponentResource):
                        for arn, slug in job_identity.attachment_slugs(args.policy_arns).items()]
         bucket_access = aws.iam.RolePolicy(
             f"{name}-bucket-access", role=role.name,
-            policy=pulumi.Output.from_input(args.bucket_arn).apply(job_identity.bucket_policy),
+            policy=pulumi.Output.from_input(args.bucket_arn).apply(
+                lambda arn: job_identity.bucket_policy(arn, args.prefix)),
             opts=pulumi.ResourceOptions(parent=self))
         # Pods created before the association exists get no credentials (the Pod Identity webhook acts
         # at pod creation): jobs depend on this component.

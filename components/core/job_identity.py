@@ -19,6 +19,10 @@ NetworkPolicies (components/core/kube/network_policy.py).
 The role reads and writes the stack's bucket (datasets in, checkpoints
 out, besides FSx's own link to it) and nothing else, unless the stack adds
 managed policies (gpucluster:jobPolicyArns).
+
+A team's namespace (gpucluster:teams) gets a role of its own, the same way
+on its own `default` service account, scoped to the team's prefix of the
+bucket (components.core.storage.team_data) and given the same managed policies.
 """
 
 from __future__ import annotations
@@ -50,15 +54,44 @@ OBJECT_ACTIONS = ("s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMu
                   "s3:ListMultipartUploadParts", "s3:GetObjectTagging", "s3:PutObjectTagging")
 
 
-def bucket_policy(bucket_arn: str) -> str:
-    """The jobs' inline policy: read and write the stack's bucket and its objects, nothing else."""
-    return json.dumps({
-        "Version": "2012-10-17",
-        "Statement": [
+def bucket_policy(bucket_arn: str, prefix: str | None = None) -> str:
+    """The jobs' inline policy: read and write the stack's bucket and its objects, nothing else; with a
+    `prefix` ("teams/<team>/"), only the objects under it and listings of it."""
+    if prefix is None:
+        statements = [
             {"Sid": "Bucket", "Effect": "Allow", "Action": list(BUCKET_ACTIONS), "Resource": bucket_arn},
             {"Sid": "Objects", "Effect": "Allow", "Action": list(OBJECT_ACTIONS), "Resource": f"{bucket_arn}/*"},
-        ],
-    })
+        ]
+    else:
+        statements = [
+            # S3 User Guide, "Identity-based policy examples for Amazon S3", "Allowing each IAM user access to
+            # a folder in a bucket": ListBucket only with an s3:prefix under the folder (StringLike
+            # "home/${aws:username}/*"), the object actions on <bucket>/<folder>/*.
+            {"Sid": "ListPrefix", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": bucket_arn,
+             "Condition": {"StringLike": {"s3:prefix": [f"{prefix}*"]}}},
+            # The region only: no key of anyone's. ListBucketMultipartUploads is left out: it names the
+            # uploads of the whole bucket, other teams' keys too (a team aborts and lists the parts of its
+            # own uploads by key, the object actions below).
+            {"Sid": "BucketLocation", "Effect": "Allow", "Action": ["s3:GetBucketLocation"], "Resource": bucket_arn},
+            {"Sid": "PrefixObjects", "Effect": "Allow", "Action": list(OBJECT_ACTIONS),
+             "Resource": f"{bucket_arn}/{prefix}*"},
+        ]
+    return json.dumps({"Version": "2012-10-17", "Statement": statements})
+
+
+# IAM CreateRole: RoleName at most 64 characters. A role Pulumi names is `<resource name>-<7 hex>`
+# (auto-naming), so its resource name has 56.
+ROLE_NAME_MAX = 64
+AUTONAME_SUFFIX = 8
+
+
+def team_identity_name(cluster_name: str, team: str) -> str:
+    """The resource name of a team's JobIdentity, `<cluster>-team-<team>-job`, whose role
+    (`<name>-role`, auto-named) fits IAM: the cluster part is cut when the whole would not (the
+    team, at most 24 characters, keeps names distinct within the stack; auto-naming across stacks)."""
+    tail = f"-team-{team}-job"
+    room = ROLE_NAME_MAX - AUTONAME_SUFFIX - len("-role") - len(tail)
+    return cluster_name[:room].rstrip("-_") + tail
 
 
 def attachment_slugs(policy_arns: tuple[str, ...] | list[str]) -> dict[str, str]:

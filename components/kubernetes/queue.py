@@ -16,7 +16,7 @@ CRDs; nothing else here waits for the metrics stack.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pulumi
@@ -24,7 +24,8 @@ import pulumi_kubernetes as k8s
 
 from components.core import versions as v
 from components.core.config import SystemNodesConfig
-from components.core.kube import network_policy, nodepool, queueing
+from components.core.config.teams import TeamConfig
+from components.core.kube import network_policy, nodepool, queueing, teams
 from components.core.observability import prometheus_stack, scrape
 from components.kubernetes.objects import KubernetesObject, release_in_own_namespace
 
@@ -44,6 +45,9 @@ class QueueArgs:
     depends_on: Sequence[pulumi.Resource] = field(default_factory=tuple)
     # Monitoring.crds_ready when the metrics stack is on: Kueue's ServiceMonitor waits for it, nothing else does.
     metrics_crds: Sequence[pulumi.Resource] = field(default_factory=tuple)
+    # gpucluster:teams, and their namespaces (Cluster.team_namespaces): a queue, access and policies each.
+    teams: Sequence[TeamConfig] = ()
+    team_namespaces: Mapping[str, pulumi.Resource] = field(default_factory=dict)
 
 
 class Queue(pulumi.ComponentResource):
@@ -58,10 +62,12 @@ class Queue(pulumi.ComponentResource):
     def __init__(self, name: str, args: QueueArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpucluster:index:Queue", name, None, opts)
         k8s_opts = dict(parent=self, provider=args.provider)
+        fair_sharing = teams.FAIR_SHARING if args.teams else None
         self.release = release_in_own_namespace(
             f"{name}-kueue", "kueue", v.KUEUE_CHART, v.KUEUE_CHART_VERSION, queueing.NAMESPACE,
             # Its chart's ServiceMonitor off: with it the install would need the Prometheus Operator's CRDs.
-            queueing.helm_values(args.namespace, metrics=False), args.provider, self, args.depends_on)
+            queueing.helm_values(args.namespace, metrics=False, team_namespaces=teams.namespaces(args.teams),
+                                 fair_sharing=fair_sharing), args.provider, self, args.depends_on)
 
         def custom(res_name: str, obj: dict, depends_on: list[pulumi.Resource], **extra) -> KubernetesObject:
             return KubernetesObject(res_name, obj, pulumi.ResourceOptions(
@@ -69,15 +75,19 @@ class Queue(pulumi.ComponentResource):
 
         flavors = [custom(f"{name}-flavor-{f['metadata']['name']}", f, [])
                    for f in queueing.resource_flavors(args.pools)]
-        cluster_queue = custom(f"{name}-cluster-queue",
-                               queueing.cluster_queue(args.pools, args.system_nodes, args.namespace,
-                                                      args.stop_policy), flavors)
+        if args.teams:
+            shares = teams.system_shares(args.system_nodes, queueing.covered_resources(args.pools), 1 + len(args.teams))
+            training_queue = teams.training_cluster_queue(args.pools, args.system_nodes, shares[0], args.namespace,
+                                                          args.teams, args.stop_policy)
+        else:
+            training_queue = queueing.cluster_queue(args.pools, args.system_nodes, args.namespace, args.stop_policy)
+        cluster_queue = custom(f"{name}-cluster-queue", training_queue, flavors)
         # spec.clusterQueue is immutable (LocalQueue CRD): a new one replaces it.
         local_queue = custom(f"{name}-local-queue", queueing.local_queue(args.namespace),
                              [cluster_queue, args.namespace_resource],
                              replace_on_changes=["spec.clusterQueue"], delete_before_replace=True)
         priorities = [custom(f"{name}-priority-{wpc['metadata']['name']}", wpc, [])
-                      for wpc in queueing.priority_classes()]
+                      for wpc in queueing.priority_classes(teams=bool(args.teams))]
         self.network_policies = [
             # After the operators (so the system nodes): on destroy they go while the vpc-cni add-on is still
             # there, whose policy controller removes their finalizer (networking.k8s.aws/resources,
@@ -85,12 +95,40 @@ class Queue(pulumi.ComponentResource):
             KubernetesObject(f"{name}-netpol-{policy['metadata']['name']}", policy, pulumi.ResourceOptions(
                 **k8s_opts, depends_on=[args.namespace_resource, *args.depends_on]))
             for policy in network_policy.training_policies(args.namespace, prometheus_stack.NAMESPACE)]
-        self.ready = [self.release, *flavors, cluster_queue, local_queue, *priorities, *self.network_policies]
+        team_objects = []
+        for index, team in enumerate(args.teams):
+            team_objects += self._team(f"{name}-team-{team.name}", team, shares[1 + index], args, flavors, custom)
+        self.ready = [self.release, *flavors, cluster_queue, local_queue, *priorities, *self.network_policies,
+                      *team_objects]
         if args.metrics_crds:
             # After the CRDs (and the release, so its Service): a ServiceMonitor needs nothing else.
             KubernetesObject(f"{name}-monitor", scrape.kueue_service_monitor(), pulumi.ResourceOptions(
                 **k8s_opts, depends_on=[self.release, *args.metrics_crds]))
+        self.team_cluster_queues = {t.name: teams.cluster_queue_name(t) for t in args.teams}
         self.cluster_queue_name = queueing.CLUSTER_QUEUE
         self.local_queue_name = queueing.LOCAL_QUEUE
         self.register_outputs({"clusterQueue": self.cluster_queue_name, "localQueue": self.local_queue_name,
-                               "stopPolicy": args.stop_policy, "kueueChartVersion": v.KUEUE_CHART_VERSION})
+                               "stopPolicy": args.stop_policy, "kueueChartVersion": v.KUEUE_CHART_VERSION,
+                               **({"teamClusterQueues": self.team_cluster_queues} if args.teams else {})})
+
+    def _team(self, name: str, team: TeamConfig, system_share: dict[str, str], args: QueueArgs,
+              flavors: list[KubernetesObject], custom) -> list[pulumi.Resource]:
+        """One team's ClusterQueue, LocalQueue, Role and binding, admission policy and NetworkPolicies."""
+        namespace = args.team_namespaces[team.name]
+        queue = custom(f"{name}-cluster-queue", teams.team_cluster_queue(team, args.pools, system_share,
+                                                                         args.stop_policy), flavors)
+        local = custom(f"{name}-local-queue", teams.local_queue(team), [queue, namespace],
+                       replace_on_changes=["spec.clusterQueue"], delete_before_replace=True)
+        plain = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[namespace])
+        role = KubernetesObject(f"{name}-role", teams.role(team), plain)
+        binding = KubernetesObject(f"{name}-role-binding", teams.role_binding(team),
+                                   pulumi.ResourceOptions.merge(plain, pulumi.ResourceOptions(depends_on=[role])))
+        policy = KubernetesObject(f"{name}-job-policy", teams.admission_policy(team),
+                                  pulumi.ResourceOptions(parent=self, provider=args.provider))
+        policy_binding = KubernetesObject(f"{name}-job-policy-binding", teams.admission_policy_binding(team),
+                                          pulumi.ResourceOptions(parent=self, provider=args.provider,
+                                                                 depends_on=[policy]))
+        netpols = [KubernetesObject(f"{name}-netpol-{p['metadata']['name']}", p, pulumi.ResourceOptions(
+            parent=self, provider=args.provider, depends_on=[namespace, *args.depends_on]))
+            for p in network_policy.training_policies(team.namespace, prometheus_stack.NAMESPACE)]
+        return [queue, local, role, binding, policy, policy_binding, *netpols]

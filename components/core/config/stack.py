@@ -184,7 +184,8 @@ class StackKeys(Model):
         (), json_schema_extra={"maxItems": TEAMS_MAX},
         description="teams sharing the cluster: per team a namespace, a Kueue queue in one cohort with a guaranteed "
                     "share of each pool it may lend and borrow past, fair sharing by weight, access for its members "
-                    "and a monthly budget (README, Teams); none: one queue, first come first served")
+                    f"and a monthly budget (README, Teams); at most {TEAMS_MAX}, their guarantees on a pool adding up "
+                    "to at most its `gpuPools[].maxNodes`; none: one queue, first come first served")
     observability: ObservabilityConfig = Field(
         default_factory=ObservabilityConfig, description="metrics, dashboards, alerts and TensorBoard")
     alert_slack_webhook_url: Annotated[SlackWebhook | None, DefaultText("none")] = Field(
@@ -288,17 +289,26 @@ class StackKeys(Model):
                     "instead)")
 
     @rule("teams", "gpu_pools", "training_namespace")
-    def _teams_fit(self):
+    def _teams_fit(self, given_keys: dict[str, Any]):
         pools = {p.name: p for _, p in entries(self.gpu_pools)}
-        yield from team_problems(self.teams, pools, namespaces.RESERVED, self.training_namespace)
+        declared = _declared_names(given(given_keys, StackKeys, "gpu_pools"))
+        yield from team_problems(self.teams, pools, namespaces.RESERVED, self.training_namespace, declared)
+
+    @rule("teams", "storage.s3_link")
+    def _teams_need_the_link(self):
+        # A team's FSx directory is its prefix of the bucket, made by the link importing a marker object
+        # (components.core.storage.team_data); without the link nothing would create it.
+        if self.teams and not self.storage.s3_link:
+            yield "storage.s3Link", ("is false, but gpucluster:teams needs it: each team's directory on the file "
+                                     "system (/teams/<name>) is its S3 prefix teams/<name>/, brought in by the link")
 
     @rule("teams", "admin_principal_arns")
     def _team_members(self):
         yield from team_member_problems(self.teams, self.admin_principal_arns)
 
     @rule("teams", "jobs")
-    def _jobs_of_teams(self):
-        yield from team_job_problems(self.teams, self.jobs)
+    def _jobs_of_teams(self, given_keys: dict[str, Any]):
+        yield from team_job_problems(self.teams, self.jobs, _declared_names(given(given_keys, StackKeys, "teams")))
 
     def team(self, name: str):
         return next(t for t in self.teams if t.name == name)

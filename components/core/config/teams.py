@@ -39,16 +39,19 @@ class TeamPoolShare(Model):
 
     guaranteed_gpus: Annotated[Int(ge=0) | None, DefaultText("0, or `guaranteedShare`")] = Field(
         None, description="GPUs the team always gets when it asks, reclaimed from other teams if they borrowed them; "
-                          "whole nodes: a multiple of the pool's GPUs per node; not with `guaranteedShare`")
+                          "whole nodes: a multiple of the GPUs per node of the pool's `gpuPools[].instanceType`; not "
+                          "with `guaranteedShare`")
     guaranteed_share: Number(gt=0, le=1) | None = Field(
-        None, description="the guarantee as a share of the pool's `maxNodes`, rounded down to whole nodes (0.25 of 16 "
-                          "nodes is 4); not with `guaranteedGpus`")
+        None, description="the guarantee as a share of the pool's `gpuPools[].maxNodes`, rounded down to whole nodes "
+                          "(0.25 of 16 nodes is 4); not with `guaranteedGpus`")
     borrow_limit_gpus: Annotated[Int(ge=0) | None, DefaultText("no limit")] = Field(
         None, description="GPUs the team may use beyond its guarantee while others leave them idle (preempted when "
-                          "their owner asks); 0: never past its guarantee; a multiple of the pool's GPUs per node")
+                          "their owner asks); 0: never past its guarantee; a multiple of the GPUs per node of the "
+                          "pool's `gpuPools[].instanceType`")
     lend_limit_gpus: Annotated[Int(ge=0) | None, DefaultText("all of its guarantee")] = Field(
-        None, description="GPUs of its idle guarantee other teams may borrow; at most the guarantee; a multiple of "
-                          "the pool's GPUs per node")
+        None, description="GPUs of its idle guarantee other teams may borrow; at most the guarantee "
+                          "(`guaranteedGpus`, or `guaranteedShare` of `gpuPools[].maxNodes`); a multiple of the GPUs "
+                          "per node of the pool's `gpuPools[].instanceType`")
 
     @rule("guaranteed_gpus", "guaranteed_share")
     def _one_guarantee(self):
@@ -107,8 +110,12 @@ class TeamConfig(Model):
                 yield f"priorityClasses[{i}]", f"got {show(name)}; a repeat"
 
 
-def job_problems(teams: tuple[TeamConfig | None, ...], jobs: tuple[Any, ...]) -> Iterator[tuple[str, str]]:
-    """A job's team exists and lets it use its priority class; without teams, jobs use the training class."""
+def job_problems(teams: tuple[TeamConfig | None, ...], jobs: tuple[Any, ...],
+                 declared: set[str] | None = None) -> Iterator[tuple[str, str]]:
+    """A job's team exists and lets it use its priority class; without teams, jobs use the training class.
+
+    `declared`: every team name the stack file declares, valid or not (a job of a declared team with problems
+    of its own is not reported again)."""
     by_name: dict[str, TeamConfig] = {}
     for team in teams:
         if team is not None:
@@ -123,7 +130,8 @@ def job_problems(teams: tuple[TeamConfig | None, ...], jobs: tuple[Any, ...]) ->
             continue
         team = by_name.get(job.team)
         if team is None:
-            yield f"jobs[{i}].team", f"got {show(job.team)}; no such team; teams: {', '.join(by_name) or '(none)'}"
+            if declared is None or job.team not in declared:
+                yield f"jobs[{i}].team", f"got {show(job.team)}; no such team; teams: {', '.join(by_name) or '(none)'}"
         elif job.priority_class not in team.priority_classes:
             yield f"jobs[{i}].priorityClass", (f"got {show(job.priority_class)}; team {team.name!r} may use "
                                                f"{', '.join(team.priority_classes)}")
@@ -137,6 +145,8 @@ def member_problems(teams: tuple[TeamConfig | None, ...], admins: tuple[str, ...
             if arn in admins:
                 yield f"teams[{i}].members[{j}]", (f"got {show(arn)}; an admin (adminPrincipalArns) already has "
                                                    "cluster admin, and EKS allows one access entry per principal")
+            elif seen.get(arn) == f"teams[{i}]":
+                yield f"teams[{i}].members[{j}]", f"got {show(arn)}; a repeat"
             elif arn in seen:
                 yield f"teams[{i}].members[{j}]", (f"got {show(arn)}; already a member of {seen[arn]} (one access "
                                                    "entry per principal, so one team)")
@@ -145,10 +155,14 @@ def member_problems(teams: tuple[TeamConfig | None, ...], admins: tuple[str, ...
 
 
 def stack_problems(teams: tuple[TeamConfig | None, ...], pools: dict[str, Any], reserved: tuple[str, ...],
-                   training_namespace: str) -> Iterator[tuple[str, str]]:
+                   training_namespace: str, declared: set[str] | None = None) -> Iterator[tuple[str, str]]:
     """What ties the teams to the rest of the stack: names, pools, whole nodes, guarantees that fit.
 
-    `pools`: the GPU pools that parsed, by name; `reserved`: namespaces no team may take."""
+    `pools`: the GPU pools that parsed, by name; `declared`: every pool name the stack file declares, valid or
+    not (a share of a declared pool with problems of its own is not reported again); `reserved`: namespaces
+    no team may take."""
+    if len(teams) > TEAMS_MAX:
+        yield "teams", f"has {len(teams)} entries; at most {TEAMS_MAX}"
     seen_names: dict[str, int] = {}
     guaranteed: dict[str, int] = {}
     for i, team in enumerate(teams):
@@ -167,7 +181,8 @@ def stack_problems(teams: tuple[TeamConfig | None, ...], pools: dict[str, Any], 
             key = f"{where}.pools.{pool_name}"
             pool = pools.get(pool_name)
             if pool is None:
-                yield key, f"no such GPU pool; gpuPools: {', '.join(pools) or '(none defined)'}"
+                if declared is None or pool_name not in declared:
+                    yield key, f"no such GPU pool; gpuPools: {', '.join(pools) or '(none defined)'}"
                 continue
             per_node = pool.instance.gpu_count
             for field, value in (("guaranteedGpus", share.guaranteed_gpus), ("borrowLimitGpus", share.borrow_limit_gpus),

@@ -184,7 +184,7 @@ def mpijob(job: JobConfig, pool: GpuPoolConfig, ctx: JobContext,
     command = mpirun_command(job.nodes, gpus, env, job.command, secret)
     launcher_env = [workers.env_var(k, "", job.name, secret) for k in env if k in secret]
     manifest = mpijob_manifest(job.name, ctx, pool, job.nodes, gpus, job.image, command, worker, ctx.claim_name,
-                               job.run_policy, queueing.TRAINING_PRIORITY,
+                               job.run_policy, job.priority_class,
                                teardown.deadline_seconds(job, pool, ctx.prices),
                                job.termination_grace_period_seconds, job.metrics_port, launcher_env)
     if job.scripts:

@@ -135,7 +135,7 @@ def jobset(job: JobConfig, pool: GpuPoolConfig, ps_pool: CpuPoolConfig, namespac
     return {
         "apiVersion": API_VERSION, "kind": KIND,
         "metadata": {"name": job.name, "namespace": namespace,
-                     "labels": {**base, **queueing.workload_labels(queueing.TRAINING_PRIORITY, deadline)}},
+                     "labels": {**base, **queueing.workload_labels(job.priority_class, deadline)}},
         "spec": {
             "network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True},
             "successPolicy": {"operator": "All", "targetReplicatedJobs": ["chief"]},

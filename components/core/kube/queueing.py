@@ -48,6 +48,11 @@ PRIORITY_CLASSES = {
     "gpucluster-fabric-test": (1000, "nccl-tests over fresh nodes: runs before training jobs queued with it"),
     "gpucluster-training": (100, "training jobs, first come first served within the pools' capacity"),
 }
+# With teams (gpucluster:teams), two more: a team chooses among these and the training class.
+TEAM_PRIORITY_CLASSES = {
+    "gpucluster-high": (500, "deadline work: ahead of training jobs in its team's queue"),
+    "gpucluster-low": (10, "batch work: behind training jobs, and the first preempted when lent GPUs are reclaimed"),
+}
 FABRIC_TEST_PRIORITY = "gpucluster-fabric-test"
 TRAINING_PRIORITY = "gpucluster-training"
 
@@ -81,7 +86,7 @@ INTEGRATIONS = (
 )
 
 
-def managed_namespaces(namespace: str) -> dict[str, Any]:
+def managed_namespaces(namespaces: Sequence[str]) -> dict[str, Any]:
     """Kueue manages jobs in the training namespace only. The chart copies this selector into every job
     webhook's namespaceSelector (charts/kueue/templates/webhook/manifests.yaml at v0.19.2; its default is
     every namespace but kube-system and kueue-system): the batch/job webhook (failurePolicy Fail) would
@@ -89,12 +94,14 @@ def managed_namespaces(namespace: str) -> dict[str, Any]:
     be refused while Kueue's webhook is not serving yet. The cost: a job labelled for a queue in another
     namespace is not suspended by the webhook (there is no LocalQueue there for it anyway); every namespace
     that queues jobs must be listed here."""
-    return {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": [namespace]}]}
+    return {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In",
+                                  "values": list(namespaces)}]}
 
 
-def manager_config(namespace: str) -> dict[str, Any]:
+def manager_config(namespace: str, team_namespaces: Sequence[str] = (),
+                   fair_sharing: dict[str, Any] | None = None) -> dict[str, Any]:
     """The chart's default Configuration (values.yaml managerConfig) plus waitForPodsReady, for jobs in
-    `namespace`.
+    `namespace` and the teams' namespaces; `fair_sharing`: the manager's fairSharing section (teams only).
 
     v1beta2 decodes strictly: waitForPodsReady has no `enable` field (it is
     on whenever present, and by default since v0.19).
@@ -121,11 +128,14 @@ def manager_config(namespace: str) -> dict[str, Any]:
                                   "backoffBaseSeconds": 60, "backoffMaxSeconds": 3600},
         },
         "integrations": {"frameworks": list(INTEGRATIONS)},
-        "managedJobsNamespaceSelector": managed_namespaces(namespace),
+        "managedJobsNamespaceSelector": managed_namespaces([namespace, *team_namespaces]),
+        # Fair sharing is on whenever the section is present (apis/config/v1beta2 has no `enable`).
+        **({"fairSharing": fair_sharing} if fair_sharing is not None else {}),
     }
 
 
-def helm_values(namespace: str, metrics: bool = False) -> dict[str, Any]:
+def helm_values(namespace: str, metrics: bool = False, team_namespaces: Sequence[str] = (),
+                fair_sharing: dict[str, Any] | None = None) -> dict[str, Any]:
     """Values of the kueue chart 0.19.2 (controllerManager.manager.image, controllerManager.nodeSelector,
     managerConfig.controllerManagerConfigYaml, enablePrometheus, controllerManager.manager.podSecurityContext
     and containerSecurityContext: values.yaml keys at v0.19.2).
@@ -145,7 +155,8 @@ def helm_values(namespace: str, metrics: bool = False) -> dict[str, Any]:
                         "containerSecurityContext": hardening.container_security_context()},
             "nodeSelector": dict(SYSTEM_NODE_LABEL),
         },
-        "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(manager_config(namespace), sort_keys=False)},
+        "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(
+            manager_config(namespace, team_namespaces, fair_sharing), sort_keys=False)},
     }
 
 
@@ -162,17 +173,28 @@ def covered_resources(pools: Sequence[nodepool.Pool]) -> list[str]:
     return resources
 
 
+def split_quantity(quantity: str) -> tuple[int, str]:
+    """"153600m" -> (153600, "m"); "8" -> (8, "")."""
+    number = quantity.rstrip("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    return int(number), quantity[len(number):]
+
+
 def _scaled(quantity: str, factor: int) -> str:
     """"153600m" x 16 -> "2457600m"; "5120Mi" x 2 -> "10240Mi"; "8" x 4 -> "32"."""
-    number = quantity.rstrip("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
-    return f"{int(number) * factor}{quantity[len(number):]}"
+    number, unit = split_quantity(quantity)
+    return f"{number * factor}{unit}"
+
+
+def pool_quota_nodes(pool: nodepool.Pool, resources: Sequence[str], nodes: int) -> dict[str, str]:
+    """`nodes` of the pool: what its workers request per node, times `nodes` (0 where it offers none)."""
+    per_node = (workers.cpu_node_resources(pool) if pool.is_cpu
+                else workers.worker_resources(pool, pool.instance.gpu_count))["requests"]
+    return {r: _scaled(per_node[r], nodes) if r in per_node else "0" for r in resources}
 
 
 def pool_quota(pool: nodepool.Pool, resources: Sequence[str]) -> dict[str, str]:
-    """The pool at maxNodes: what its workers request per node, times maxNodes (0 where it offers none)."""
-    per_node = (workers.cpu_node_resources(pool) if pool.is_cpu
-                else workers.worker_resources(pool, pool.instance.gpu_count))["requests"]
-    return {r: _scaled(per_node[r], pool.max_nodes) if r in per_node else "0" for r in resources}
+    """The pool at maxNodes."""
+    return pool_quota_nodes(pool, resources, pool.max_nodes)
 
 
 def system_quota(system: SystemNodesConfig, resources: Sequence[str]) -> dict[str, str]:
@@ -248,10 +270,11 @@ def local_queue(namespace: str) -> dict[str, Any]:
             "spec": {"clusterQueue": CLUSTER_QUEUE}}
 
 
-def priority_classes() -> list[dict[str, Any]]:
-    # value and description are top-level fields, not spec (CRD v1beta2).
+def priority_classes(teams: bool = False) -> list[dict[str, Any]]:
+    """The classes; with teams, theirs too. value and description are top-level fields, not spec (CRD v1beta2)."""
+    classes = {**PRIORITY_CLASSES, **(TEAM_PRIORITY_CLASSES if teams else {})}
     return [{"apiVersion": API_VERSION, "kind": "WorkloadPriorityClass", "metadata": {"name": name},
-             "value": value, "description": text} for name, (value, text) in PRIORITY_CLASSES.items()]
+             "value": value, "description": text} for name, (value, text) in classes.items()]
 
 
 def workload_labels(priority: str, deadline_seconds: int | None) -> dict[str, str]:

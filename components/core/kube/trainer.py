@@ -237,7 +237,7 @@ def trainjob(job: JobConfig, pool: GpuPoolConfig, namespace: str, env: dict[str,
         "kind": "TrainJob",
         "metadata": {"name": job.name, "namespace": namespace,
                      "labels": {**workers.labels(job.name, pool),
-                                **queueing.workload_labels(queueing.TRAINING_PRIORITY, deadline_seconds)},
+                                **queueing.workload_labels(job.priority_class, deadline_seconds)},
                      "annotations": dict(DELETE_IN_BACKGROUND)},
         "spec": spec,
     }

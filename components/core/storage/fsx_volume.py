@@ -1,8 +1,12 @@
-"""The file system as Kubernetes sees it: the CSI driver's policy, the static PV and its claim (pure).
+"""The file system as Kubernetes sees it: the CSI driver's policy, the static PVs and their claims (pure).
 
 aws-fsx-csi-driver static provisioning (examples/kubernetes/static_provisioning):
 driver fsx.csi.aws.com, volumeHandle = the file system id, volumeAttributes
-dnsname and mountname.
+dnsname and mountname. The training namespace's claim mounts the whole file
+system; a team namespace's claim, of the same name (job templates unchanged),
+mounts only the team's directory. PVs sharing a volumeHandle are mounted
+apart: the driver's node service has no NodeStageVolume (node.go, nodeCaps
+empty), so kubelet publishes each pod's volume on its own.
 """
 
 from __future__ import annotations
@@ -66,8 +70,29 @@ CLAIM_REQUEST = "1Gi"
 
 def pv_name(namespace: str, file_system_id: str) -> str:
     """Named after the file system: a new file system gets a new PV (its CSI source is immutable),
-    created before the old one is deleted."""
+    created before the old one is deleted; and after its claim's namespace: the training namespace's
+    and each team's are distinct PVs (namespaces are unique, and no team takes the training one)."""
     return f"{namespace}-fsx-{file_system_id}"
+
+
+def subdirectory_mount_name(mount_name: str, directory: str) -> str:
+    """The volumeAttributes mountname that mounts only `directory` ("/teams/<team>") of the file system.
+
+    aws-fsx-csi-driver v1.9.0 (the add-on's v1.9.0-eksbuild.1), pkg/driver/node.go NodePublishVolume:
+    the mount source is `fmt.Sprintf("%s@tcp:/%s", dnsname, mountname)`, mounted as type lustre, so
+    "<mountname>/teams/<team>" is the Lustre fileset (subdirectory) mount of FSx Lustre User Guide,
+    "Mounting specific filesets": `mount -t lustre <dns_name>@tcp:/<mountname>/team1/dataset1 /fsx`.
+    The directory must exist: the metadata server resolves the fileset one name at a time and fails
+    the mount on a missing one (lustre-release 2.15, lustre/mdt/mdt_handler.c mdt_lookup_fileset,
+    answering the client's MDS_GET_ROOT in llite_lib.c client_common_fill_super); the team's
+    directory marker makes it (components.core.storage.team_data.directory_marker_key). A pod spec
+    cannot name another source: the driver's CSIDriver (chart templates/csidriver.yaml at v1.9.0)
+    declares no volumeLifecycleModes, so Persistent only (no inline volume), PVs are cluster-scoped,
+    and each PV's claimRef names the one claim it binds. A privileged container could still mount the
+    root itself ("no constraints preventing a client from remounting the file system using a
+    different fileset", same guide page): that is the namespace's admission rules' to refuse.
+    """
+    return f"{mount_name}{directory}"
 
 
 def persistent_volume_claim(volume_name: str) -> dict:

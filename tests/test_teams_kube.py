@@ -1,0 +1,182 @@
+"""Teams in Kueue and Kubernetes: queues in one cohort whose quotas add up to the pools, fair sharing, reclaim
+of lent capacity, access in the team's namespace only, and the admission policy; nothing of it without teams."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from components.core.config import GpuPoolConfig, SystemNodesConfig
+from components.core.config.teams import TeamConfig
+from components.core.kube import queueing, teams
+from tests import k8s
+from tests.conftest import recording, stack_config
+
+P5 = GpuPoolConfig(name="h100", instance_type="p5.48xlarge", max_nodes=16)
+DEV = GpuPoolConfig(name="dev", instance_type="g6e.xlarge", max_nodes=2)
+SYSTEM = SystemNodesConfig(instance_type="m7i.2xlarge", count=3)
+VISION = TeamConfig(name="vision", pools={"h100": {"guaranteedGpus": 32, "borrowLimitGpus": 64, "lendLimitGpus": 16}},
+                    weight=2)
+LANGUAGE = TeamConfig(name="language", pools={"h100": {"guaranteedShare": 0.25}},
+                      priority_classes=("gpucluster-high", "gpucluster-training"))
+
+
+def quotas(queue: dict) -> dict[str, dict[str, dict[str, str]]]:
+    (group,) = queue["spec"]["resourceGroups"]
+    return {f["name"]: {r["name"]: {k: v for k, v in r.items() if k != "name"} for r in f["resources"]}
+            for f in group["flavors"]}
+
+
+def all_queues(pools=(P5,), team_list=(VISION, LANGUAGE)) -> dict[str, dict]:
+    shares = teams.system_shares(SYSTEM, queueing.covered_resources(pools), 1 + len(team_list))
+    out = {queueing.CLUSTER_QUEUE: teams.training_cluster_queue(pools, SYSTEM, shares[0], "training", team_list)}
+    for index, team in enumerate(team_list):
+        out[teams.cluster_queue_name(team)] = teams.team_cluster_queue(team, pools, shares[1 + index])
+    return out
+
+
+def test_each_team_is_guaranteed_whole_nodes_and_its_limits_and_the_training_queue_keeps_the_rest():
+    queues = all_queues()
+    assert list(queues) == ["gpucluster", "gpucluster-team-vision", "gpucluster-team-language"]
+    vision = quotas(queues["gpucluster-team-vision"])["pool-h100"]
+    # 32 GPUs = 4 p5.48xlarge nodes; every covered resource scales with the nodes (a worker's requests per node).
+    assert vision["nvidia.com/gpu"] == {"nominalQuota": "32", "borrowingLimit": "64", "lendingLimit": "16"}
+    assert vision["cpu"] == {"nominalQuota": f"{4 * 153600}m", "borrowingLimit": f"{8 * 153600}m",
+                             "lendingLimit": f"{2 * 153600}m"}
+    assert vision["vpc.amazonaws.com/efa"] == {"nominalQuota": "128", "borrowingLimit": "256", "lendingLimit": "64"}
+    language = quotas(queues["gpucluster-team-language"])["pool-h100"]
+    assert language["nvidia.com/gpu"] == {"nominalQuota": "32"}  # 0.25 x 16 nodes; no limits: borrow and lend all
+    training = quotas(queues["gpucluster"])["pool-h100"]
+    assert training["nvidia.com/gpu"] == {"nominalQuota": "64"}  # 16 - 4 - 4 nodes
+
+
+def test_the_cohort_holds_exactly_the_pools_and_the_system_share_once():
+    queues = all_queues()
+    for resource, whole in queueing.pool_quota(P5, queueing.covered_resources([P5])).items():
+        total = sum(queueing.split_quantity(quotas(q)["pool-h100"][resource]["nominalQuota"])[0]
+                    for q in queues.values())
+        assert total == queueing.split_quantity(whole)[0], resource
+    system = queueing.system_quota(SYSTEM, queueing.covered_resources([P5]))
+    assert system == {"cpu": "12000m", "memory": "48Gi", "nvidia.com/gpu": "0", "vpc.amazonaws.com/efa": "0",
+                      "hugepages-2Mi": "0"}
+    parts = [quotas(q)["system"] for q in queues.values()]
+    assert [p["cpu"]["nominalQuota"] for p in parts] == ["4000m", "4000m", "4000m"]
+    assert [p["memory"]["nominalQuota"] for p in parts] == ["16Gi", "16Gi", "16Gi"]
+    # No limits on the system flavor: a team's launcher never counts as borrowing.
+    assert all(set(p["cpu"]) == {"nominalQuota"} for p in parts)
+
+
+def test_an_uneven_system_split_leaves_the_remainder_with_the_training_queue():
+    shares = teams.system_shares(SystemNodesConfig(instance_type="m7i.2xlarge", count=2), ["cpu", "memory"], 3)
+    # half of 2 x (8 vCPU, 32 GiB): 8000m and 32Gi over three queues.
+    assert shares == [{"cpu": "2668m", "memory": "12Gi"}, {"cpu": "2666m", "memory": "10Gi"},
+                      {"cpu": "2666m", "memory": "10Gi"}]
+
+
+def test_every_queue_is_in_the_cohort_with_fair_sharing_weights_and_reclaims_lent_capacity():
+    queues = all_queues()
+    for queue in queues.values():
+        spec = queue["spec"]
+        assert spec["cohortName"] == "gpucluster"
+        # Any: a queue within its guarantee takes lent GPUs back whatever the borrowers' priority
+        # (LowerPriority would leave a borrower's training job at the same priority in place).
+        assert spec["preemption"] == {"reclaimWithinCohort": "Any", "withinClusterQueue": "Never"}
+        assert spec["queueingStrategy"] == "BestEffortFIFO"
+    assert [q["spec"]["fairSharing"]["weight"] for q in queues.values()] == ["1", "2", "1"]
+    assert queues["gpucluster-team-vision"]["spec"]["namespaceSelector"] == {
+        "matchLabels": {"kubernetes.io/metadata.name": "vision"}}
+
+
+@pytest.mark.parametrize("team", [VISION, LANGUAGE], ids=["limits", "plain"])
+def test_team_queues_validate_against_the_v0_19_2_crd_and_lending_stays_within_the_guarantee(team):
+    queue = all_queues()[teams.cluster_queue_name(team)]
+    k8s.validate_custom(queue, "kueue.x-k8s.io_clusterqueues.yaml")
+    k8s.validate_custom(teams.local_queue(team), "kueue.x-k8s.io_localqueues.yaml")
+    # Kueue's webhook: lendingLimit "must be less than or equal to the nominalQuota" (clusterqueue_webhook.go).
+    for flavor in quotas(queue).values():
+        for row in flavor.values():
+            if "lendingLimit" in row:
+                assert queueing.split_quantity(row["lendingLimit"])[0] <= queueing.split_quantity(
+                    row["nominalQuota"])[0]
+
+
+def test_the_manager_turns_fair_sharing_on_and_manages_the_team_namespaces():
+    config = yaml.safe_load(queueing.helm_values("training", team_namespaces=["vision", "language"],
+                                                 fair_sharing=teams.FAIR_SHARING)
+                            ["managerConfig"]["controllerManagerConfigYaml"])
+    # v1beta2 has no fairSharing.enable (strict decoding refuses it); the strategies are required.
+    assert config["fairSharing"] == {"preemptionStrategies": ["LessThanOrEqualToFinalShare",
+                                                              "LessThanInitialShare"]}
+    assert config["managedJobsNamespaceSelector"] == {"matchExpressions": [
+        {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["training", "vision", "language"]}]}
+    assert "fairSharing" not in queueing.manager_config("training")
+
+
+def test_a_member_may_run_jobs_and_read_their_pods_in_the_team_namespace_only():
+    role, binding = teams.role(VISION), teams.role_binding(VISION)
+    assert role["kind"] == "Role" and role["metadata"] == {"name": "gpucluster-team-member", "namespace": "vision"}
+    granted = {(g, r): rule["verbs"] for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
+    for group, resource in (("kubeflow.org", "mpijobs"), ("trainer.kubeflow.org", "trainjobs"),
+                            ("jobset.x-k8s.io", "jobsets"), ("batch", "jobs")):
+        assert granted[(group, resource)] == ["create", "get", "list", "watch", "delete"]
+    assert granted[("", "pods/log")] == ["get", "list", "watch"]
+    # Not pods (a bare pod skips the queue), not the queues' objects, not patch or update of anything.
+    assert ("", "pods") in granted and "create" not in granted[("", "pods")]
+    assert all("update" not in verbs and "patch" not in verbs and "*" not in verbs for verbs in granted.values())
+    assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
+                                    "name": "gpucluster:team:vision"}]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"] and binding["metadata"]["namespace"] == "vision"
+
+
+def test_the_admission_policy_holds_a_member_s_jobs_to_the_team_queue_and_its_priority_classes():
+    policy, binding = teams.admission_policy(LANGUAGE), teams.admission_policy_binding(LANGUAGE)
+    spec = policy["spec"]
+    assert spec["matchConstraints"]["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "language"}}
+    assert {r["resources"][0] for r in spec["matchConstraints"]["resourceRules"]} == {
+        "jobs", "mpijobs", "trainjobs", "jobsets"}
+    assert all(r["operations"] == ["CREATE", "UPDATE"] for r in spec["matchConstraints"]["resourceRules"])
+    assert spec["matchConditions"] == [{"name": "by-a-member",
+                                        "expression": "'gpucluster:team:language' in request.userInfo.groups"}]
+    queue_rule, priority_rule = spec["validations"]
+    assert "object.metadata.labels['kueue.x-k8s.io/queue-name'] == 'gpu'" in queue_rule["expression"]
+    assert priority_rule["expression"].endswith("in ['gpucluster-high', 'gpucluster-training']")
+    assert binding["spec"] == {"policyName": policy["metadata"]["name"], "validationActions": ["Deny"]}
+
+
+def test_the_team_priority_classes_exist_only_with_teams():
+    assert [c["metadata"]["name"] for c in queueing.priority_classes()] == ["gpucluster-fabric-test",
+                                                                            "gpucluster-training"]
+    with_teams = {c["metadata"]["name"]: c["value"] for c in queueing.priority_classes(teams=True)}
+    assert with_teams == {"gpucluster-fabric-test": 1000, "gpucluster-training": 100, "gpucluster-high": 500,
+                          "gpucluster-low": 10}
+
+
+def _k8s_objects(stack: str) -> dict[tuple[str, str, str], dict]:
+    out = {}
+    for r in recording(stack, None).resources:
+        if r.type.startswith("kubernetes:") and "kind" in r.inputs and "metadata" in r.inputs:
+            meta = r.inputs["metadata"]
+            out[(r.inputs["kind"], meta.get("namespace", ""), meta.get("name", ""))] = r.inputs
+    return out
+
+
+def test_the_prod_stack_renders_each_team_s_objects():
+    objects = _k8s_objects("prod")
+    for team in ("vision", "language"):
+        for key in (("ClusterQueue", "", f"gpucluster-team-{team}"), ("LocalQueue", team, "gpu"),
+                    ("Role", team, "gpucluster-team-member"), ("RoleBinding", team, "gpucluster-team-member"),
+                    ("ValidatingAdmissionPolicy", "", f"gpucluster-team-jobs-{team}"),
+                    ("ValidatingAdmissionPolicyBinding", "", f"gpucluster-team-jobs-{team}"),
+                    ("NetworkPolicy", team, "gpucluster-default-deny")):
+            assert key in objects, key
+    assert objects[("ClusterQueue", "", "gpucluster")]["spec"]["cohortName"] == "gpucluster"
+
+
+def test_a_stack_without_teams_renders_no_cohort_no_fair_sharing_and_no_team_classes():
+    objects = _k8s_objects("dev")
+    queue = objects[("ClusterQueue", "", "gpucluster")]
+    assert "cohortName" not in queue["spec"] and "preemption" not in queue["spec"]
+    assert not [k for k in objects if k[0] in ("Role", "RoleBinding", "ValidatingAdmissionPolicy")]
+    assert {k[2] for k in objects if k[0] == "WorkloadPriorityClass"} == {"gpucluster-fabric-test",
+                                                                          "gpucluster-training"}
+    assert stack_config("dev").teams == ()
