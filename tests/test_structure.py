@@ -30,6 +30,7 @@ CORE_LAYERS = {
     "storage": 3,
     "planning": 3,
     "kube": 4,
+    "teams": 4,
     "observability": 5,
     "node_updates": 5,
     "system_nodes": 6,

@@ -8,7 +8,9 @@ import yaml
 
 from components.core.config import GpuPoolConfig, SystemNodesConfig
 from components.core.config.teams import TeamConfig
-from components.core.kube import queueing, teams
+from components.core.kube import queueing
+from components.core.teams import access as team_access
+from components.core.teams import queues as teams
 from tests import k8s
 from tests.conftest import recording, stack_config
 
@@ -113,7 +115,7 @@ def test_the_manager_turns_fair_sharing_on_and_manages_the_team_namespaces():
 
 
 def test_a_member_may_run_jobs_and_read_their_pods_in_the_team_namespace_only():
-    role, binding = teams.role(VISION), teams.role_binding(VISION)
+    role, binding = team_access.role(VISION), team_access.role_binding(VISION)
     assert role["kind"] == "Role" and role["metadata"] == {"name": "gpucluster-team-member", "namespace": "vision"}
     granted = {(g, r): rule["verbs"] for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
     for group, resource in (("kubeflow.org", "mpijobs"), ("trainer.kubeflow.org", "trainjobs"),
@@ -129,7 +131,7 @@ def test_a_member_may_run_jobs_and_read_their_pods_in_the_team_namespace_only():
 
 
 def test_the_admission_policy_holds_a_member_s_jobs_to_the_team_queue_and_its_priority_classes():
-    policy, binding = teams.admission_policy(LANGUAGE), teams.admission_policy_binding(LANGUAGE)
+    policy, binding = team_access.admission_policy(LANGUAGE), team_access.admission_policy_binding(LANGUAGE)
     spec = policy["spec"]
     assert spec["matchConstraints"]["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "language"}}
     assert {r["resources"][0] for r in spec["matchConstraints"]["resourceRules"]} == {

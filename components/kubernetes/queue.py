@@ -25,8 +25,10 @@ import pulumi_kubernetes as k8s
 from components.core import versions as v
 from components.core.config import SystemNodesConfig
 from components.core.config.teams import TeamConfig
-from components.core.kube import network_policy, nodepool, queueing, teams
+from components.core.kube import network_policy, nodepool, queueing
 from components.core.observability import prometheus_stack, scrape
+from components.core.teams import access as team_access
+from components.core.teams import queues as team_queues
 from components.kubernetes.objects import KubernetesObject, release_in_own_namespace
 
 
@@ -62,11 +64,11 @@ class Queue(pulumi.ComponentResource):
     def __init__(self, name: str, args: QueueArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpucluster:index:Queue", name, None, opts)
         k8s_opts = dict(parent=self, provider=args.provider)
-        fair_sharing = teams.FAIR_SHARING if args.teams else None
+        fair_sharing = team_queues.FAIR_SHARING if args.teams else None
         self.release = release_in_own_namespace(
             f"{name}-kueue", "kueue", v.KUEUE_CHART, v.KUEUE_CHART_VERSION, queueing.NAMESPACE,
             # Its chart's ServiceMonitor off: with it the install would need the Prometheus Operator's CRDs.
-            queueing.helm_values(args.namespace, metrics=False, team_namespaces=teams.namespaces(args.teams),
+            queueing.helm_values(args.namespace, metrics=False, team_namespaces=team_queues.namespaces(args.teams),
                                  fair_sharing=fair_sharing), args.provider, self, args.depends_on)
 
         def custom(res_name: str, obj: dict, depends_on: list[pulumi.Resource], **extra) -> KubernetesObject:
@@ -76,9 +78,10 @@ class Queue(pulumi.ComponentResource):
         flavors = [custom(f"{name}-flavor-{f['metadata']['name']}", f, [])
                    for f in queueing.resource_flavors(args.pools)]
         if args.teams:
-            shares = teams.system_shares(args.system_nodes, queueing.covered_resources(args.pools), 1 + len(args.teams))
-            training_queue = teams.training_cluster_queue(args.pools, args.system_nodes, shares[0], args.namespace,
-                                                          args.teams, args.stop_policy)
+            shares = team_queues.system_shares(args.system_nodes, queueing.covered_resources(args.pools),
+                                               1 + len(args.teams))
+            training_queue = team_queues.training_cluster_queue(args.pools, args.system_nodes, shares[0],
+                                                                args.namespace, args.teams, args.stop_policy)
         else:
             training_queue = queueing.cluster_queue(args.pools, args.system_nodes, args.namespace, args.stop_policy)
         cluster_queue = custom(f"{name}-cluster-queue", training_queue, flavors)
@@ -104,7 +107,7 @@ class Queue(pulumi.ComponentResource):
             # After the CRDs (and the release, so its Service): a ServiceMonitor needs nothing else.
             KubernetesObject(f"{name}-monitor", scrape.kueue_service_monitor(), pulumi.ResourceOptions(
                 **k8s_opts, depends_on=[self.release, *args.metrics_crds]))
-        self.team_cluster_queues = {t.name: teams.cluster_queue_name(t) for t in args.teams}
+        self.team_cluster_queues = {t.name: team_queues.cluster_queue_name(t) for t in args.teams}
         self.cluster_queue_name = queueing.CLUSTER_QUEUE
         self.local_queue_name = queueing.LOCAL_QUEUE
         self.register_outputs({"clusterQueue": self.cluster_queue_name, "localQueue": self.local_queue_name,
@@ -115,17 +118,17 @@ class Queue(pulumi.ComponentResource):
               flavors: list[KubernetesObject], custom) -> list[pulumi.Resource]:
         """One team's ClusterQueue, LocalQueue, Role and binding, admission policy and NetworkPolicies."""
         namespace = args.team_namespaces[team.name]
-        queue = custom(f"{name}-cluster-queue", teams.team_cluster_queue(team, args.pools, system_share,
+        queue = custom(f"{name}-cluster-queue", team_queues.team_cluster_queue(team, args.pools, system_share,
                                                                          args.stop_policy), flavors)
-        local = custom(f"{name}-local-queue", teams.local_queue(team), [queue, namespace],
+        local = custom(f"{name}-local-queue", team_queues.local_queue(team), [queue, namespace],
                        replace_on_changes=["spec.clusterQueue"], delete_before_replace=True)
         plain = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[namespace])
-        role = KubernetesObject(f"{name}-role", teams.role(team), plain)
-        binding = KubernetesObject(f"{name}-role-binding", teams.role_binding(team),
+        role = KubernetesObject(f"{name}-role", team_access.role(team), plain)
+        binding = KubernetesObject(f"{name}-role-binding", team_access.role_binding(team),
                                    pulumi.ResourceOptions.merge(plain, pulumi.ResourceOptions(depends_on=[role])))
-        policy = KubernetesObject(f"{name}-job-policy", teams.admission_policy(team),
+        policy = KubernetesObject(f"{name}-job-policy", team_access.admission_policy(team),
                                   pulumi.ResourceOptions(parent=self, provider=args.provider))
-        policy_binding = KubernetesObject(f"{name}-job-policy-binding", teams.admission_policy_binding(team),
+        policy_binding = KubernetesObject(f"{name}-job-policy-binding", team_access.admission_policy_binding(team),
                                           pulumi.ResourceOptions(parent=self, provider=args.provider,
                                                                  depends_on=[policy]))
         netpols = [KubernetesObject(f"{name}-netpol-{p['metadata']['name']}", p, pulumi.ResourceOptions(

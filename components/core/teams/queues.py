@@ -1,4 +1,4 @@
-"""Teams in Kueue and Kubernetes (pure): a ClusterQueue per team in one cohort, fair sharing, access, guards.
+"""A team's queue in Kueue (pure): a ClusterQueue per team in one cohort with the training namespace's.
 
 Kueue v0.19.2, v1beta2 (apis/kueue/v1beta2/clusterqueue_types.go):
 
@@ -19,14 +19,6 @@ Kueue v0.19.2, v1beta2 (apis/kueue/v1beta2/clusterqueue_types.go):
 - The system flavor (launchers, chiefs) is split evenly among the queues, so
   a team's launchers never borrow: a queue that borrows anything could be
   picked as a victim on that account.
-
-Access: each team's Kubernetes group (its members' EKS access entries, components/aws)
-gets a Role in the team's namespace: jobs of the four kinds we queue, their
-pods, logs and events, its Workloads and LocalQueue; nothing cluster-wide.
-A ValidatingAdmissionPolicy (admissionregistration.k8s.io/v1, GA in
-Kubernetes 1.30) refuses a member's job that skips the team's LocalQueue or
-names a priority class the team may not use: Kueue itself has no per-queue
-list of priority classes, and a job with no queue label is not Kueue's at all.
 """
 
 from __future__ import annotations
@@ -44,15 +36,7 @@ COHORT = "gpucluster"
 # Kueue allows together, in this order: pkg/config/validation.go at v0.19.2).
 FAIR_SHARING = {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]}
 PREEMPTION = {"reclaimWithinCohort": "Any", "withinClusterQueue": "Never"}
-ROLE = "gpucluster-team-member"
-PRIORITY_POLICY = "gpucluster-team-jobs"
 
-# The job kinds a member may create (Kueue's integrations we enable, queueing.INTEGRATIONS), with
-# their API groups and resources.
-JOB_RESOURCES = (("batch", "jobs"), ("kubeflow.org", "mpijobs"), ("trainer.kubeflow.org", "trainjobs"),
-                 ("jobset.x-k8s.io", "jobsets"))
-JOB_VERBS = ["create", "get", "list", "watch", "delete"]
-READ_VERBS = ["get", "list", "watch"]
 
 
 def cluster_queue_name(team: TeamConfig) -> str:
@@ -156,74 +140,3 @@ def local_queue(team: TeamConfig) -> dict[str, Any]:
     return {"apiVersion": queueing.API_VERSION, "kind": "LocalQueue",
             "metadata": {"name": queueing.LOCAL_QUEUE, "namespace": team.namespace},
             "spec": {"clusterQueue": cluster_queue_name(team)}}
-
-
-def role(team: TeamConfig) -> dict[str, Any]:
-    """What a member may do, in the team's namespace only. The ConfigMaps: `submit` mounts a job's scripts
-    from one; the Secrets: a job's secret env."""
-    return {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-        "metadata": {"name": ROLE, "namespace": team.namespace},
-        "rules": [
-            *({"apiGroups": [group], "resources": [resource], "verbs": list(JOB_VERBS)}
-              for group, resource in JOB_RESOURCES),
-            {"apiGroups": [""], "resources": ["configmaps", "secrets"], "verbs": list(JOB_VERBS)},
-            {"apiGroups": [""], "resources": ["pods", "pods/log", "events", "services"], "verbs": list(READ_VERBS)},
-            {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": list(READ_VERBS)},
-            {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads", "localqueues"], "verbs": list(READ_VERBS)},
-        ],
-    }
-
-
-def role_binding(team: TeamConfig) -> dict[str, Any]:
-    return {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-        "metadata": {"name": ROLE, "namespace": team.namespace},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": ROLE},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": team.group}],
-    }
-
-
-def _cel_list(values: Sequence[str]) -> str:
-    return "[" + ", ".join(f"'{v}'" for v in values) + "]"
-
-
-def admission_policy(team: TeamConfig) -> dict[str, Any]:
-    """A member's job must go through the team's LocalQueue, at a priority class the team may use.
-
-    Matched on CREATE and UPDATE (Kueue copies a job's priority label to its Workload on update,
-    pkg/controller/jobframework/reconciler.go), only for requests by the team's group: the operators'
-    own child objects (an MPIJob's launcher Job, a TrainJob's JobSet) are created by their controllers."""
-    labels = "object.metadata.labels"
-    return {
-        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": f"{PRIORITY_POLICY}-{team.name}"},
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": team.namespace}},
-                "resourceRules": [{"apiGroups": [group], "apiVersions": ["*"], "resources": [resource],
-                                   "operations": ["CREATE", "UPDATE"]} for group, resource in JOB_RESOURCES],
-            },
-            "matchConditions": [{"name": "by-a-member", "expression": f"'{team.group}' in request.userInfo.groups"}],
-            "validations": [
-                {"expression": f"has({labels}) && '{queueing.QUEUE_LABEL}' in {labels} && "
-                               f"{labels}['{queueing.QUEUE_LABEL}'] == '{queueing.LOCAL_QUEUE}'",
-                 "message": f"team {team.name}: a job must carry the label {queueing.QUEUE_LABEL}: "
-                            f"{queueing.LOCAL_QUEUE} (the team's queue)",
-                 "reason": "Forbidden"},
-                {"expression": f"has({labels}) && '{queueing.PRIORITY_LABEL}' in {labels} && "
-                               f"{labels}['{queueing.PRIORITY_LABEL}'] in {_cel_list(team.priority_classes)}",
-                 "message": f"team {team.name}: {queueing.PRIORITY_LABEL} must be one of "
-                            f"{', '.join(team.priority_classes)}",
-                 "reason": "Forbidden"},
-            ],
-        },
-    }
-
-
-def admission_policy_binding(team: TeamConfig) -> dict[str, Any]:
-    name = f"{PRIORITY_POLICY}-{team.name}"
-    return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
-            "metadata": {"name": name},
-            "spec": {"policyName": name, "validationActions": ["Deny"]}}

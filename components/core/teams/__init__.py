@@ -1,0 +1,1 @@
+"""Teams sharing one cluster (pure): their queues in the cohort (queues.py), their access (access.py)."""
