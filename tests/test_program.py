@@ -136,11 +136,14 @@ def test_jobs_request_exactly_their_node_types_devices(stack):
 
 def test_every_job_is_queued_and_waits_for_the_queue(stack):
     _, cfg, rec, _ = stack
-    (cluster_queue,) = rec.of_type("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue")
+    # The training namespace's queues (a team's are in its namespace: tests/test_teams_kube.py).
+    (cluster_queue,) = [q for q in rec.of_type("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue")
+                        if q.inputs["metadata"]["name"] == "gpucluster"]
     jobs = rec.of_type("kubernetes:kubeflow.org/v2beta1:MPIJob") + \
         rec.of_type("kubernetes:trainer.kubeflow.org/v1alpha1:TrainJob")
     assert len(jobs) == len(cfg.jobs) + sum(p.fabric_test for p in cfg.gpu_pools)
-    (local_queue,) = rec.of_type("kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue")
+    (local_queue,) = [q for q in rec.of_type("kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue")
+                      if q.inputs["metadata"]["namespace"] == cfg.training_namespace]
     for job in jobs:
         assert job.inputs["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == \
             local_queue.inputs["metadata"]["name"]
@@ -163,7 +166,8 @@ def test_destroy_order_jobs_then_queue_then_operators_then_nodes(stack):
     # Kueue (its finalizers), Kubernetes objects before the node groups and the cluster.
     _, cfg, rec, _ = stack
     (job,) = [r for r in rec.resources if r.type.endswith(":TrainJob") and r.inputs["metadata"]["name"] == cfg.jobs[0].name]
-    (cluster_queue,) = rec.of_type("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue")
+    (cluster_queue,) = [q for q in rec.of_type("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue")
+                        if q.inputs["metadata"]["name"] == "gpucluster"]
     kueue = rec.named(f"{cfg.cluster_name}-queue-kueue")
     (gpu_group,) = [r for r in rec.of_type("aws:eks/nodeGroup:NodeGroup") if not r.name.endswith("system-nodes")]
     assert rec.depends_on(job, cluster_queue) and rec.depends_on(cluster_queue, kueue)

@@ -65,10 +65,20 @@ def submit(kube: Kube, sub: Submission, sleep: Callable[[float], None] = time.sl
     return Submitted(job, tuple(created), workload, position)
 
 
-def image_cache(kube: Kube, namespace: str) -> str | None:
-    """Where the stack's pull-through cache serves public ECR images (its ConfigMap), None without one."""
-    config_map = kube.get(kinds.CONFIG_MAP, images.CONFIG_MAP_NAME, namespace)
-    return ((config_map or {}).get("data") or {}).get(images.CONFIG_MAP_KEY)
+def image_cache(kube: Kube, *namespaces: str) -> str | None:
+    """Where the stack's pull-through cache serves public ECR images (its ConfigMap, in the first of
+    `namespaces` that has it), None without one. A team member may not read the training namespace's: for
+    them it is none (the images come from public ECR itself)."""
+    for namespace in dict.fromkeys(namespaces):
+        try:
+            config_map = kube.get(kinds.CONFIG_MAP, images.CONFIG_MAP_NAME, namespace)
+        except KubeError as err:
+            if err.status != 403:
+                raise
+            continue
+        if (base := ((config_map or {}).get("data") or {}).get(images.CONFIG_MAP_KEY)) is not None:
+            return base
+    return None
 
 
 def find(kube: Kube, name: str, namespace: str) -> dict[str, Any]:

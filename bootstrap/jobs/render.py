@@ -7,6 +7,10 @@ secret env values exist already, `pulumi up` made them. A job file holds
 one entry shaped like `gpucluster:jobs[]`, validated against the stack
 (its pool, nodes, model) by the same parser; its scripts' ConfigMap and,
 for torchrun, a missing runtime are created by `submit` itself.
+
+A team's job (its own `team:`, or `submit --team`) renders into the team's
+namespace (cfg.namespace_of), queued at its own priority class, which the
+stack's rules already hold to the team's priorityClasses.
 """
 
 from __future__ import annotations
@@ -34,6 +38,16 @@ JOB_FILE_MAX_BYTES = 256 * 1024
 class SubmitError(Exception):
     """The job cannot be submitted as asked; the message says why and what to do."""
 
+    exit_code = 2  # could not run (README: every verb's rule)
+
+
+class Refused(SubmitError):
+    """Submitting would break a rule of the stack (a team's budget): a problem found."""
+
+    def __init__(self, message: str, exit_code: int = 1):
+        super().__init__(message)
+        self.exit_code = exit_code
+
 
 @dataclass(frozen=True)
 class Submission:
@@ -45,7 +59,12 @@ class Submission:
     config_map: dict[str, Any] | None  # a job file's scripts (a stack job's come with `pulumi up`)
     secret: frozenset[str]  # env names the job takes from its Secret (made by `pulumi up`)
     deadline_seconds: int | None
-    price_per_hour: float  # nodes x the pool's price
+    price_per_hour: float  # nodes x the pool's price (and a ps job's parameter servers)
+    node_price_per_hour: float  # one node of the pool: what a team's budget counts, per node
+
+    @property
+    def team(self) -> str | None:
+        return self.job.team
 
     @property
     def kind(self) -> str:
@@ -64,9 +83,10 @@ def _mark(obj: dict[str, Any]) -> dict[str, Any]:
 def build(cfg: StackConfig, index: int, from_file: bool, image_cache: str | None = None) -> Submission:
     job = cfg.jobs[index]
     pool = cfg.pool(job.pool)
+    namespace = cfg.namespace_of(job)
     secret = cfg.secret_env(index)
     manifest = _mark(launcher.job_manifest(job, pool, launcher.JobContext(
-        cfg.training_namespace, CLAIM_NAME, cfg.storage, cfg.prices, cfg.cpu_pools, image_cache), secret))
+        namespace, CLAIM_NAME, cfg.storage, cfg.prices, cfg.cpu_pools, image_cache), secret))
     runtime = None
     if job.launcher == "torchrun":
         runtime = _mark(trainer.runtime(pool, job.max_restarts, CLAIM_NAME, job.mount_path,
@@ -74,20 +94,35 @@ def build(cfg: StackConfig, index: int, from_file: bool, image_cache: str | None
     config_map = None
     if from_file and job.scripts:
         config_map = _mark({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
-            "name": workers.scripts_config_map_name(job.name), "namespace": cfg.training_namespace,
+            "name": workers.scripts_config_map_name(job.name), "namespace": namespace,
             "labels": workers.labels(job.name, pool)}, "data": script_files(job.scripts)})
-    return Submission(job, pool, cfg.training_namespace, manifest, runtime, config_map, secret,
+    return Submission(job, pool, namespace, manifest, runtime, config_map, secret,
                       teardown.deadline_seconds(job, pool, cfg.prices, cfg.ps_pool_of(job)),
-                      teardown.job_price_per_hour(job, pool, cfg.prices, cfg.ps_pool_of(job)))
+                      teardown.job_price_per_hour(job, pool, cfg.prices, cfg.ps_pool_of(job)),
+                      cfg.price(pool.instance_type))
 
 
-def from_stack(cfg: StackConfig, name: str, image_cache: str | None = None) -> Submission:
-    """A job of the stack by name; one `pulumi up` starts itself is refused (Pulumi owns that object)."""
+def _check_team(cfg: StackConfig, team: str | None) -> None:
+    if team is not None and team not in {t.name for t in cfg.teams}:
+        raise SubmitError(f"no team {team!r} in stack {cfg.stack}; its teams: "
+                          f"{', '.join(t.name for t in cfg.teams) or '(none)'}")
+
+
+def from_stack(cfg: StackConfig, name: str, image_cache: str | None = None, team: str | None = None) -> Submission:
+    """A job of the stack by name; one `pulumi up` starts itself is refused (Pulumi owns that object).
+
+    `team`: the job must be that team's already (its Secret and scripts are where `pulumi up` put them)."""
+    _check_team(cfg, team)
     names = [j.name for j in cfg.jobs]
     if name not in names:
         raise SubmitError(f"no job {name!r} in stack {cfg.stack}; its jobs: {', '.join(names) or '(none)'}; "
                           "or give a job file with --file")
     index = names.index(name)
+    if team is not None and cfg.jobs[index].team != team:
+        raise SubmitError(f"job {name!r} is not team {team}'s: it runs in namespace "
+                          f"{cfg.namespace_of(cfg.jobs[index])} (gpucluster:jobs[{index}].team: "
+                          f"{cfg.jobs[index].team or 'none'}); set its team and `pulumi up`, or submit it as a job "
+                          f"file with --team {team}")
     if cfg.jobs[index].start_on_up:
         raise SubmitError(f"job {name!r} is started by `pulumi up` (startOnUp: true), which owns it: submitting it "
                           f"too would fight Pulumi; set gpucluster:jobs[{index}].startOnUp: false (then `pulumi "
@@ -95,15 +130,22 @@ def from_stack(cfg: StackConfig, name: str, image_cache: str | None = None) -> S
     return build(cfg, index, from_file=False, image_cache=image_cache)
 
 
-def from_file(stack: str, path: Path, stack_file: Path | None = None, image_cache: str | None = None) -> Submission:
-    """A job file (one `gpucluster:jobs[]` entry, YAML) checked against the stack as if it were one of its jobs."""
+def from_file(stack: str, path: Path, stack_file: Path | None = None, image_cache: str | None = None,
+              team: str | None = None) -> Submission:
+    """A job file (one `gpucluster:jobs[]` entry, YAML) checked against the stack as if it were one of its jobs;
+    `team` sets its `team:` (a file naming another is refused)."""
     entry = read_job_file(path)
+    base, _, _ = stackfile.load_stack(stack, stack_file=stack_file, standins=True)
+    if team is not None:
+        _check_team(base, team)
+        if entry.get("team") not in (None, team):
+            raise SubmitError(f"{path}: its team is {entry['team']!r}, not --team {team}; give one of them")
+        entry["team"] = team
     cfg, _, _ = stackfile.load_stack(stack, stack_file=stack_file, standins=True,
                                      overrides={"gpucluster:jobs": [entry]})
-    stack_jobs = {j.name for j in stackfile.load_stack(stack, stack_file=stack_file, standins=True)[0].jobs}
-    if cfg.jobs[0].name in stack_jobs:
+    if cfg.jobs[0].name in {j.name for j in base.jobs}:
         raise SubmitError(f"{path}: job name {cfg.jobs[0].name!r} is a job of stack {stack}; give this one its own "
-                          "name (submit the stack's with `submit --stack {stack} {name}`)")
+                          f"name (submit the stack's with `submit --stack {stack} {cfg.jobs[0].name}`)")
     return build(cfg, 0, from_file=True, image_cache=image_cache)
 
 

@@ -1,17 +1,25 @@
-"""What the job verbs share: which cluster and namespace, the stack when given, durations as people read them."""
+"""What the job verbs share: which cluster, namespace and Prometheus, the stack when given, durations as people
+read them."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
 from bootstrap import stackfile
 from bootstrap.cluster.api import ClusterUnreachable, Kube, KubeError
 from bootstrap.cluster.connect import connect
+from bootstrap.jobs import budget
 from components.core import config
+from components.core.config.teams import TeamConfig
 
 DEFAULT_NAMESPACE = "training"
+
+
+class BadArgument(Exception):
+    """An argument names what the stack lacks (exit 2, as argparse's usage errors)."""
 
 
 def add_cluster_args(parser: argparse.ArgumentParser, stack_required: bool = False) -> None:
@@ -19,6 +27,27 @@ def add_cluster_args(parser: argparse.ArgumentParser, stack_required: bool = Fal
                         help="the stack: its jobs, prices, training namespace and `kubeconfig` output")
     parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, else the stack's output)")
     parser.add_argument("--namespace", help=f"the jobs' namespace (default: the stack's, else {DEFAULT_NAMESPACE})")
+
+
+def add_prometheus_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--prometheus-url", default=os.environ.get(budget.URL_ENV) or None,
+                        help="Prometheus' URL, for a team's spend (e.g. http://localhost:9090 through a kubectl "
+                             f"port-forward; default: ${budget.URL_ENV}, else the API server's proxy to its Service)")
+
+
+def prometheus(args: argparse.Namespace, kube: Kube) -> budget.Query:
+    return budget.url_query(args.prometheus_url) if args.prometheus_url else budget.proxy_query(kube)
+
+
+def team_of(cfg: config.StackConfig | None, name: str) -> TeamConfig | None:
+    """The stack's team (None without --stack: its namespace is its name); a name the stack lacks is an error."""
+    if cfg is None:
+        return None
+    team = next((t for t in cfg.teams if t.name == name), None)
+    if team is None:
+        raise BadArgument(f"no team {name!r} in stack {cfg.stack}; its teams: "
+                          f"{', '.join(t.name for t in cfg.teams) or '(none)'}")
+    return team
 
 
 def parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace | int:
@@ -41,7 +70,8 @@ def cluster(args: argparse.Namespace, cfg: config.StackConfig | None) -> tuple[K
 
 
 def fail(prog: str, err: Exception) -> int:
-    """The one way a job verb says it could not run (exit 2), or that its --stack is bad (exit 1, every problem)."""
+    """The one way a job verb says it could not run (exit 2), that its --stack is bad (exit 1, every problem), or
+    that it refused (the error's own exit_code: 1 for a rule the job breaks, a team's budget)."""
     if isinstance(err, (stackfile.StackFileError, config.ConfigError)):
         return stackfile.report(err)
     if isinstance(err, KubeError):
@@ -51,7 +81,7 @@ def fail(prog: str, err: Exception) -> int:
     else:
         message = str(err)
     print(f"{prog}: error: {message}", file=sys.stderr)
-    return 2
+    return getattr(err, "exit_code", 2)
 
 
 def duration(seconds: float | None) -> str:

@@ -1,13 +1,17 @@
-"""`python -m bootstrap status [--stack S]`: every job with its phase, nodes, elapsed time, cost so far, deadline.
+"""`python -m bootstrap status [--stack S] [--team T]`: every job with its phase, nodes, elapsed time, cost so far,
+deadline; with --team, the team's jobs and its spend this month against its budget.
 
 Reads the namespace's MPIJobs and TrainJobs and their Kueue Workloads
 (bootstrap/jobs/state.py): Queued (with its place in the queue), Admitted
 (nodes coming), Running, Succeeded, Failed, Evicted. Elapsed time runs
 from admission; the cost is nodes x the pool's price (the stack's
-prices) over it.
+prices) over it. A team's spend is Prometheus' (bootstrap/jobs/budget.py):
+GPU requests of its running pods at the pools' prices, since 00:00 UTC on
+the 1st.
 
-Exit 0; 1 when a job failed or the --stack is bad; 2 when the cluster or the
-stack file could not be read.
+Exit 0; 1 when a job failed, the team is at or past its budget, or the
+--stack is bad; 2 when the cluster, the stack file or, with --team,
+Prometheus could not be read (the jobs are listed all the same).
 """
 
 from __future__ import annotations
@@ -15,10 +19,11 @@ from __future__ import annotations
 import argparse
 import json
 from datetime import UTC, datetime
+from typing import Any
 
 from bootstrap.cluster import kinds
 from bootstrap.cluster.api import ClusterUnreachable, KubeError
-from bootstrap.jobs import ops, state
+from bootstrap.jobs import budget, ops, state
 from bootstrap.stackfile import StackFileError
 from bootstrap.verbs.jobs import common
 from components.core import config
@@ -54,18 +59,74 @@ def render(items: list[dict]) -> str:
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in table)
 
 
+def team_spend(query: budget.Query, team: str, namespace: str, budget_usd: float | None, now: datetime,
+               retention_days: int | None) -> dict[str, Any]:
+    """The --team part of the report: spend this month (or why it is unknown) against the budget."""
+    out: dict[str, Any] = {"team": team, "namespace": namespace, "budgetUsd": budget_usd, "spend": None,
+                           "spendUnknown": None, "usedShare": None, "leftUsd": None}
+    try:
+        spent = budget.read(query, namespace, now, retention_days)
+    except budget.SpendUnknown as err:
+        out["spendUnknown"] = str(err)
+        return out
+    out["spend"] = spent.to_dict()
+    if budget_usd is not None:
+        out["usedShare"] = round(spent.usd / budget_usd, 4)
+        out["leftUsd"] = round(budget_usd - spent.usd, 2)
+    return out
+
+
+def render_spend(t: dict[str, Any]) -> str:
+    head = f"team {t['team']} (namespace {t['namespace']})"
+    if t["spend"] is None:
+        return f"{head}: spend this month unknown: {t['spendUnknown']}"
+    s = t["spend"]
+    line = (f"{head}: spent {budget.usd(s['usd'])} this month (since {s['since'][:10]} UTC), "
+            f"{s['gpuHours']:,.1f} GPU-hours")
+    if t["budgetUsd"] is not None:
+        line += (f"; budget {budget.usd(t['budgetUsd'])}: {t['usedShare']:.1%} used, "
+                 f"{budget.usd(t['leftUsd'])} left")
+    if s["partial"]:
+        line += f"\n(a lower bound: {s['partial']})"
+    return line
+
+
 def main(argv: list[str], now: datetime | None = None) -> int:
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
-    parser.add_argument("--json", action="store_true", help="print a JSON list")
+    parser.add_argument("--json", action="store_true", help="print a JSON list (with --team, an object)")
+    parser.add_argument("--team", help="a team: its namespace's jobs, and its spend this month against its budget")
     common.add_cluster_args(parser)
+    common.add_prometheus_args(parser)
     args = common.parse(parser, argv)
     if isinstance(args, int):
         return args
+    now = now or datetime.now(UTC)
     try:
         cfg = common.load_stack(args)
+        team = common.team_of(cfg, args.team) if args.team else None
+        if args.team:
+            namespace = team.namespace if team else args.team
+            if args.namespace not in (None, namespace):
+                raise common.BadArgument(f"--namespace {args.namespace} is not team {args.team}'s ({namespace}); "
+                                         "give one of them")
+            args.namespace = namespace
         kube, namespace = common.cluster(args, cfg)
-        items = rows(kube, namespace, cfg, now or datetime.now(UTC))
-    except (config.ConfigError, StackFileError, ClusterUnreachable, KubeError) as err:
+        items = rows(kube, namespace, cfg, now)
+    except (config.ConfigError, StackFileError, ClusterUnreachable, KubeError, common.BadArgument) as err:
         return common.fail(PROG, err)
-    print(json.dumps(items, indent=2) if args.json else render(items))
-    return 1 if any(r["phase"] == state.FAILED for r in items) else 0
+    code = 1 if any(r["phase"] == state.FAILED for r in items) else 0
+    if not args.team:
+        print(json.dumps(items, indent=2) if args.json else render(items))
+        return code
+    spent = team_spend(common.prometheus(args, kube), args.team, namespace,
+                       team.monthly_budget_usd if team else None, now,
+                       cfg.observability.retention_days if cfg else None)
+    if args.json:
+        print(json.dumps({**spent, "jobs": items}, indent=2))
+    else:
+        print(render(items))
+        print(render_spend(spent))
+    if spent["spend"] is None:
+        return 2
+    over = spent["budgetUsd"] is not None and spent["spend"]["usd"] >= spent["budgetUsd"]
+    return 1 if over else code

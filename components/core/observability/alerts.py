@@ -5,7 +5,8 @@ Recording rules give every series a job's name (`gpucluster_job`, from
 the MPIJob pods' gpucluster.io/job label or the TrainJob pods' JobSet
 name) and put numbers only the stack knows into Prometheus: each node's
 network bandwidth and the cluster's cost per hour, from the catalog and
-the stack's prices.
+the stack's prices. With teams, GPU spend per team and per job and the
+budget alerts (spend.py).
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ from components.core.config import StackConfig
 from components.core.hardware import catalog
 from components.core.kube import workers
 from components.core.observability import metrics as m
+from components.core.observability import spend
 from components.core.planning import teardown
 
 API_VERSION = "monitoring.coreos.com/v1"
-JOB_POD = "gpucluster:job_pod:info"  # 1 per (namespace, pod, gpucluster_job)
+JOB_POD = m.JOB_POD  # 1 per (namespace, pod, gpucluster_job)
 JOB_NODE = "gpucluster:job_node:info"  # 1 per (node, gpucluster_job)
 JOB_START = "gpucluster:job_start_time:seconds"  # the oldest pod's start, per gpucluster_job
 NODE_BANDWIDTH = "gpucluster:node_network_bandwidth:gbps"  # the instance type's, per node
@@ -28,7 +30,7 @@ IDLE_GPU_PERCENT = 10
 IDLE_MINUTES = 15
 DEADLINE_SHARE = 0.9
 XID_ALERT_HOURS = 6
-RUNBOOK = "runbook"  # the annotation every alert carries
+RUNBOOK = m.RUNBOOK  # the annotation every alert carries
 
 
 def _job_pod_rule() -> str:
@@ -130,7 +132,7 @@ def alert_rules(cfg: StackConfig) -> list[dict[str, Any]]:
             "warning", f"Job {job.name} is past 90% of its {deadline} s deadline (or cost bound)",
             "It will be stopped at the deadline: let it checkpoint, or raise runPolicy.activeDeadlineSeconds / "
             "maxCostUsd and `pulumi up` before then."))
-    return rules
+    return rules + spend.budget_alerts(cfg)
 
 
 def prometheus_rule(cfg: StackConfig, namespace: str) -> dict[str, Any]:
@@ -140,6 +142,7 @@ def prometheus_rule(cfg: StackConfig, namespace: str) -> dict[str, Any]:
         "spec": {"groups": [
             {"name": "gpucluster.records", "interval": "30s", "rules": recording_rules(cfg)},
             {"name": "gpucluster.alerts", "rules": alert_rules(cfg)},
+            *spend.rule_groups(cfg),
         ]},
     }
 

@@ -1,4 +1,5 @@
-"""The three dashboards, as Grafana JSON in ConfigMaps the Grafana sidecar loads: cluster, job, node health.
+"""The dashboards, as Grafana JSON in ConfigMaps the Grafana sidecar loads: cluster, job, node health and,
+with teams, GPU spend by team.
 
 Every Prometheus query names only series the pinned exporters or our rules
 emit (tests parse each one as PromQL and check its metric names). The job
@@ -15,10 +16,12 @@ from typing import Any
 from components.core.config import FSX_GIB_PER_TIB, StackConfig
 from components.core.observability import alerts
 from components.core.observability import metrics as m
+from components.core.observability import spend as sp
 
 PROMETHEUS = {"type": "prometheus", "uid": "prometheus"}  # kube-prometheus-stack's provisioned data source
 CLOUDWATCH = {"type": "cloudwatch", "uid": "cloudwatch"}  # ours (prometheus_stack.py)
 RATE = "$__rate_interval"
+RANGE = "$__range"  # the dashboard's time range, in Grafana's queries
 JOB_VAR = f'{m.JOB}="$job"'
 FSX_METRICS = ("DataReadBytes", "DataWriteBytes")  # AWS/FSx, Sum per period (FSx for Lustre User Guide, metrics)
 FSX_FREE = "FreeDataStorageCapacity"
@@ -158,12 +161,54 @@ def node_health(cfg: StackConfig) -> dict[str, Any]:
     ])
 
 
+def _table(expr: str, ref: str) -> dict[str, Any]:
+    """One value per row at the end of the range (a table panel's instant query)."""
+    return {**_q(expr, "", ref), "instant": True, "range": False, "format": "table"}
+
+
+def spend(cfg: StackConfig) -> dict[str, Any]:
+    """GPU spend by team (its namespace) and job, from spend.py's rules; over this month by default.
+
+    The budget lines are the teams' monthlyBudgetUsd (gpucluster:team_budget:usd_per_month), drawn with
+    each team's spend this month; the per-job table sums the per-minute rules over the dashboard's range."""
+    team, job = "{{namespace}}", "{{namespace}}/{{" + m.JOB + "}}"
+    month = [_q(sp.TEAM_SPEND, team)]
+    if any(t.monthly_budget_usd is not None for t in cfg.teams):
+        month.append(_q(sp.TEAM_BUDGET, "budget {{namespace}}", "B"))
+    per_job = f"namespace, {m.JOB}"
+    board = _dashboard("gpucluster-spend", f"gpucluster / {cfg.cluster_name} / GPU spend by team", [
+        _panel("Spend this month per team, and its budget", month, "currencyUSD", 0, 0),
+        _panel("GPU-hours this month per team", [_q(sp.TEAM_GPU_HOURS, team)], "short", 12, 0),
+        _panel("Cost per hour per team", [_q(sp.TEAM_COST, team)], "currencyUSD", 0, 8),
+        _panel("GPUs in use per team", [_q(sp.TEAM_GPUS, team)], "short", 12, 8),
+        _panel("Cost per hour per job", [_q(sp.JOB_COST, job)], "currencyUSD", 0, 16),
+        _panel("GPUs in use per job", [_q(sp.JOB_GPUS, job)], "short", 12, 16),
+        # One sample a minute: the sum over the range / 60 is GPU-hours and USD.
+        _panel("GPU-hours and cost per job over the dashboard's range", [
+            _table(f"sum by ({per_job}) (sum_over_time({sp.JOB_GPUS}[{RANGE}])) / 60", "A"),
+            _table(f"sum by ({per_job}) (sum_over_time({sp.JOB_COST}[{RANGE}])) / 60", "B"),
+        ], "short", 0, 24, w=24, kind="table"),
+    ])
+    board["time"] = {"from": "now/M", "to": "now"}  # this calendar month so far
+    return board
+
+
 DASHBOARD_KEYS = ("gpucluster-cluster.json", "gpucluster-job.json", "gpucluster-node-health.json")
+SPEND_KEY = "gpucluster-spend.json"  # with teams only
+
+
+def dashboard_keys(cfg: StackConfig) -> tuple[str, ...]:
+    """The ConfigMap keys of the stack's dashboards: the three, and the spend one when it has teams."""
+    return DASHBOARD_KEYS + ((SPEND_KEY,) if cfg.teams else ())
 
 
 def dashboards(cfg: StackConfig, file_system_id: str, region: str) -> dict[str, dict[str, Any]]:
-    """{ConfigMap key: dashboard JSON} of all three."""
-    return dict(zip(DASHBOARD_KEYS, (cluster(cfg), job(cfg, file_system_id, region), node_health(cfg)), strict=True))
+    """{ConfigMap key: dashboard JSON} of all of them (dashboard_keys)."""
+    boards = dict(zip(DASHBOARD_KEYS, (cluster(cfg), job(cfg, file_system_id, region), node_health(cfg)),
+                      strict=True))
+    if cfg.teams:
+        boards[SPEND_KEY] = spend(cfg)
+    return boards
 
 
 def render(dashboard: dict[str, Any]) -> str:

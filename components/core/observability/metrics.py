@@ -28,6 +28,10 @@ POD_LABELS_ALLOWED = ("gpucluster.io/job", "jobset.sigs.k8s.io/jobset-name")
 
 # The label our recording rules give a job's series.
 JOB = "gpucluster_job"
+# Recorded by our rules (alerts.py): 1 per (namespace, pod, gpucluster_job).
+JOB_POD = "gpucluster:job_pod:info"
+# The annotation every alert of ours carries.
+RUNBOOK = "runbook"
 
 # EFA counters: one family, a series per device, port and hw_counter file.
 EFA_COUNTER = "gpucluster_efa_hw_counter"
