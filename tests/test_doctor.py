@@ -94,6 +94,16 @@ EXPECTED = {
                           "status Failed reason Terminated: Pod was terminated in response to imminent node shutdown."),
     "job-failed": (["job-failed"],
                    "[rank0]: FileNotFoundError: [Errno 2] No such file or directory: '/fsx/datasets/c4/train-00000.bin'"),
+    # Teams (tests/test_doctor_teams.py has their variations):
+    "team-over-share": (["team-over-share"], "pool-h100 nvidia.com/gpu: reserved 48, borrowed 16; nominalQuota 32"),
+    "team-preempted": (["team-preempted"],
+                       "Preempted=True reason InCohortReclamation: Preempted to accommodate a workload (UID: "
+                       "e81f6c2d-4a9b-4e07-93d5-1c6b8a2f0d79, JobUID: 6c3a9e1f-0b7d-4258-a4e6-2d9f8c1b5e03) due to "
+                       "reclamation within the cohort; preemptor path: /gpucluster/gpucluster-team-language; "
+                       "preemptee path: /gpucluster/gpucluster-team-vision"),
+    "team-budget-reached": (["team-budget-reached"],
+                            "month-to-date spend 151,872.40 USD of its monthlyBudgetUsd 150,000.00 (101 %), 2026-12 "
+                            "(UTC)"),
 }
 HEALTHY = ("healthy", "healthy-torchrun")
 # Bundles `doctor --collect` wrote on the local control plane (their READMEs say how): the real

@@ -205,6 +205,9 @@ def test_the_doctor_causes_the_readme_lists_are_the_registry_s():
         "deadline-exceeded": "a deadline or cost bound that ended the job",
         "max-execution-time": "a deadline or cost bound that ended the job", "spot-interruption": "a Spot interruption",
         "job-failed": "a failed job with each failed container's last error line",
+        "team-over-share": "a team's job over its guarantee waiting to borrow",
+        "team-preempted": "a team's job preempted to give back lent GPUs",
+        "team-budget-reached": "a team at its monthly budget",
     }
     assert sorted(words) == sorted(causes.CAUSES), "a new cause: name it in README's list and here"
     assert [w for w in words.values() if w not in listed] == []

@@ -1,7 +1,8 @@
 """A doctor bundle: what doctor read from a cluster, as a directory a support ticket can carry.
 
     <dir>/bundle.json                    {"version": 1, "collectedAt": ISO time, "namespace": str,
-                                          "job": str | null, "cluster": str | null, ...notes}
+                                          "job": str | null, "cluster": str | null, ...notes,
+                                          with --stack "pools" and "teams" (the namespace's team)}
     <dir>/objects/<Kind>.json            a JSON list of objects as the API server returns them
                                           (kind and apiVersion set), for each kind in KINDS
     <dir>/logs/<pod>/<container>.log     the last lines of a container's log
@@ -72,6 +73,13 @@ class Bundle:
         """The stack's pools as bundle.json records them (when collected with --stack): name -> facts."""
         pools = self.extra.get("pools")
         return pools if isinstance(pools, dict) else {}
+
+    @property
+    def teams(self) -> dict[str, Any]:
+        """The diagnosed namespace's team as bundle.json records it (collected with --stack): name -> budget and
+        month-to-date spend (bootstrap/doctor/collect.py team_facts)."""
+        teams = self.extra.get("teams")
+        return teams if isinstance(teams, dict) else {}
 
     def meta(self) -> dict[str, Any]:
         return {"version": VERSION, "collectedAt": self.collected_at, "namespace": self.namespace,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from bootstrap.doctor import rules_logs, rules_nodes, rules_pods, rules_queue, rules_scaling
+from bootstrap.doctor import rules_logs, rules_nodes, rules_pods, rules_queue, rules_scaling, rules_teams
 from bootstrap.doctor.bundle import Bundle
 from bootstrap.doctor.findings import Finding
 
@@ -19,6 +19,7 @@ RULES: tuple[Rule, ...] = (
     rules_queue.deadline_exceeded,
     rules_queue.max_execution_time,
     rules_scaling.spot_interruption,
+    rules_teams.team_preempted,
     rules_nodes.gpu_xid,
     rules_nodes.node_unhealthy,
     rules_nodes.devices_missing,
@@ -30,7 +31,9 @@ RULES: tuple[Rule, ...] = (
     rules_logs.checkpoint_slow,
     rules_pods.image_pull,
     rules_queue.queue_inactive,
+    rules_teams.team_over_share,
     rules_queue.waiting_for_quota,
+    rules_teams.team_budget_reached,
     rules_queue.pods_ready_timeout,
     rules_scaling.insufficient_capacity,
     rules_scaling.scale_up,
@@ -44,6 +47,9 @@ CAUSES: dict[str, tuple[str, str]] = {
                            "MaximumExecutionTimeExceeded", "kueue v0.19.2 workload_controller.go"),
     "spot-interruption": ("scaling activity naming a Spot interruption/rebalance; pod 'terminated in response to "
                           "imminent node shutdown' on a Spot node", "EC2 Auto Scaling; kubelet nodeshutdown"),
+    "team-preempted": ("Workload Preempted=True InCohortReclamation/InCohortFairSharing/InCohortReclaimWhileBorrowing, "
+                       "Evicted Preempted: 'Preempted to accommodate a workload ...; preemptor path: /<cohort>/<cq>'",
+                       "kueue v0.19.2 preemption.go, workload.go, jobframework/reconciler.go"),
     "gpu-xid": ("node condition NvidiaXID<n>Error, event NvidiaXID<n>Warning, log 'NVRM: Xid (PCI:...): <n>,'",
                 "eks-node-monitoring-agent dcgm_policies.go; NVIDIA XID catalog"),
     "node-hardware-unhealthy": ("AcceleratedHardwareReady/KernelReady/NetworkingReady/StorageReady/"
@@ -67,8 +73,13 @@ CAUSES: dict[str, tuple[str, str]] = {
                    "kubelet image_manager.go"),
     "queue-inactive": ("Workload QuotaReserved False Inadmissible 'ClusterQueue <cq> is inactive'; ClusterQueue "
                        "Active False Stopped", "kueue v0.19.2 workload_controller.go, clusterqueue.go"),
+    "team-over-share": ("a Workload QuotaReserved False Pending 'insufficient unused quota for nvidia.com/gpu ...' or "
+                        "'> maximum capacity' while its cohort ClusterQueue uses its nominalQuota (flavorsReservation)",
+                        "kueue v0.19.2 flavorassigner.go, clusterqueue_types.go"),
     "waiting-for-quota": ("Workload QuotaReserved False, reason Pending: 'insufficient unused quota ...'",
                           "kueue v0.19.2 scheduler.go, flavorassigner.go"),
+    "team-budget-reached": ("the namespace's team's month-to-date spend at or over teams[].monthlyBudgetUsd "
+                            "(bundle.json teams, read with --stack)", "gpucluster:teams; bootstrap/doctor/collect.py"),
     "pods-ready-timeout": ("Workload Evicted PodsReadyTimeout / deactivated after RequeuingLimitExceeded",
                            "kueue v0.19.2 workload_controller.go"),
     "insufficient-capacity": ("failed scaling activity with InsufficientInstanceCapacity; NotTriggerScaleUp 'in "

@@ -161,12 +161,14 @@ def _logs(reader: _Reader, bundle: Bundle, pods: list[dict[str, Any]], tail: int
 def collect(kube: Kube, namespace: str, job: str | None = None, tail: int = DEFAULT_TAIL,
             cluster: str | None = None, pools: dict[str, dict[str, Any]] | None = None,
             scaling_activities: Callable[[], tuple[list[dict[str, Any]] | None, str]] | None = None,
-            now: datetime | None = None) -> Bundle:
+            now: datetime | None = None, teams: dict[str, dict[str, Any]] | None = None) -> Bundle:
     """The bundle of `job` (every job of the namespace when None). Raises CollectError or ClusterUnreachable."""
     bundle = Bundle(namespace=namespace, job=job, cluster=cluster,
                     collected_at=(now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ"))
     if pools:
         bundle.extra["pools"] = pools
+    if teams:
+        bundle.extra["teams"] = teams
     reader = _Reader(kube, bundle.notes)
     jobs = _find_jobs(reader, namespace, job)
     uids = {obj["metadata"].get("uid") for items in jobs.values() for obj in items or []} - {None}
@@ -233,3 +235,23 @@ def pool_facts(cfg: Any) -> dict[str, dict[str, Any]]:
     return {p.name: {"instanceType": p.instance_type, "efa": p.efa_enabled, "capacityType": p.capacity_type}
             for p in cfg.gpu_pools}
 
+
+def team_facts(cfg: Any, namespace: str, spend: Callable[[Any], tuple[float | None, str]] | None,
+               now: datetime | None = None) -> dict[str, dict[str, Any]]:
+    """bundle.json `teams`: the stack's team whose namespace doctor reads, when it has a monthly budget, with its
+    month-to-date spend through `spend` (team -> (USD or None, how it was read or why not); None: not read).
+
+    Empty for the training namespace and a stack without teams. Never raises: a spend that cannot be read is
+    recorded as null with the reason."""
+    team = next((t for t in getattr(cfg, "teams", ()) or () if t.namespace == namespace), None)
+    if team is None or team.monthly_budget_usd is None:
+        return {}
+    usd, how = None, "not read: this doctor has no way to read spend"
+    if spend is not None:
+        try:
+            usd, how = spend(team)
+        except Exception as err:  # Prometheus unreachable, a bad answer: noted, the rest of the bundle stands
+            usd, how = None, f"not read: {err}"
+    return {team.name: {"namespace": team.namespace, "monthlyBudgetUsd": float(team.monthly_budget_usd),
+                        "spendUsd": None if usd is None else round(float(usd), 2),
+                        "month": (now or datetime.now(UTC)).strftime("%Y-%m"), "spend": how}}

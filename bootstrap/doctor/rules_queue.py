@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import re
 
+from bootstrap.doctor import rules_teams
 from bootstrap.doctor.bundle import Bundle, name
 from bootstrap.doctor.findings import Evidence, Finding, condition, condition_evidence, event_evidence
 
@@ -61,6 +62,8 @@ def waiting_for_quota(bundle: Bundle) -> list[Finding]:
         # After an eviction QuotaReserved is False with reason Pending too, carrying the eviction's message
         # (jobframework/reconciler.go): only the flavor assigner's messages are about quota.
         if not QUOTA_MESSAGE.search(message) or (wl.get("spec") or {}).get("active") is False:
+            continue
+        if rules_teams.explains_wait(bundle, wl):  # team-over-share or team-preempted says why, and whom it waits on
             continue
         # Kueue tries every flavor of the resource group and joins their reasons: "maximum capacity" for a
         # flavor the pod set can never fit (the system flavor, 0 GPUs) beside "insufficient unused quota"

@@ -1,6 +1,7 @@
 """`python -m bootstrap doctor [JOB]`: why a job waits or failed, with the evidence and the fix.
 
     doctor [--stack S] [JOB] [--kubeconfig PATH] [--namespace NS] [--collect DIR] [--json] [--tail N]
+           [--prometheus-url URL]
     doctor --from DIR [--json]
 
 Reads the job (MPIJob, TrainJob or JobSet; every job of the namespace without
@@ -11,7 +12,10 @@ bundle; `--from DIR` diagnoses such a bundle without a cluster. The cluster
 is --kubeconfig, else $KUBECONFIG, else the stack's `kubeconfig` output; the
 namespace is --namespace, else the stack's trainingNamespace, else
 `training`. With --stack and AWS credentials, the pools' Auto Scaling
-activities are read too (skipped, and noted, otherwise).
+activities are read too (skipped, and noted, otherwise). With --stack, in a
+team's namespace, the team's monthly budget and its spend this month
+(bootstrap/jobs/budget.py: Prometheus through the API server's proxy, or
+--prometheus-url, else $GPUCLUSTER_PROMETHEUS_URL) go into the bundle too.
 
 Exit 0: no known cause of trouble. Exit 1: causes found, or a bad stack.
 Exit 2: the cluster, the stack file or the bundle could not be read, or bad
@@ -22,9 +26,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+from datetime import UTC, datetime
 
-from bootstrap.doctor import causes, report
+from bootstrap.doctor import causes, findings
 from bootstrap.doctor.bundle import Bundle, BundleError, read_bundle, write_bundle
 
 DEFAULT_NAMESPACE = "training"
@@ -44,6 +50,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--from", dest="source", metavar="DIR", help="diagnose a bundle instead of a cluster")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--tail", type=int, default=200, metavar="N", help="log lines per container (default 200)")
+    parser.add_argument("--prometheus-url", metavar="URL",
+                        help="Prometheus' URL for a team's spend (default: $GPUCLUSTER_PROMETHEUS_URL, else the API "
+                             "server's proxy to its Service)")
     return parser
 
 
@@ -115,19 +124,39 @@ def _collect(args: argparse.Namespace) -> Bundle:
             return collect.aws_scaling_activities(session, cfg.cluster_name)
     try:
         kube = connect(args.stack, args.kubeconfig)
+        now = datetime.now(UTC)
+        teams = collect.team_facts(cfg, namespace, _spend_reader(args, cfg, kube, now), now) if cfg else None
         return collect.collect(kube, namespace, args.job, args.tail,
                                cluster=cfg.cluster_name if cfg else kube.api_client.configuration.host,
-                               pools=collect.pool_facts(cfg) if cfg else None, scaling_activities=activities)
+                               pools=collect.pool_facts(cfg) if cfg else None, scaling_activities=activities,
+                               now=now, teams=teams)
     except (ClusterUnreachable, collect.CollectError) as err:
         raise _Failed(_error(f"cannot read the cluster: {err}")) from None
     except json.JSONDecodeError as err:  # something answered that is not a Kubernetes API server
         raise _Failed(_error(f"cannot read the cluster: its answer is not JSON ({err})")) from None
 
 
+def _spend_reader(args: argparse.Namespace, cfg, kube, now: datetime):
+    """team -> (USD spent this month, how it was read): bootstrap.jobs.budget's, as `status --team` reads it.
+    Raises budget.SpendUnknown (collect.team_facts records why)."""
+    from bootstrap.jobs import budget
+
+    url = args.prometheus_url or os.environ.get(budget.URL_ENV)
+    query = budget.url_query(url) if url else budget.proxy_query(kube)
+
+    def read(team) -> tuple[float, str]:
+        spent = budget.read(query, team.namespace, now, cfg.observability.retention_days)
+        how = f"Prometheus, since {spent.since:%Y-%m-%d} 00:00 UTC" + (f"; partial: {spent.partial}"
+                                                                          if spent.partial else "")
+        return spent.usd, how
+
+    return read
+
+
 def _diagnose(bundle: Bundle, source: str, as_json: bool) -> int:
-    findings = causes.diagnose(bundle)
+    found = causes.diagnose(bundle)
     if as_json:
-        print(json.dumps(report.as_json(bundle, findings, source), indent=2))
+        print(json.dumps(findings.report_json(bundle, found, source), indent=2))
     else:
-        print(report.render(bundle, findings, source))
-    return 1 if findings else 0
+        print(findings.report_text(bundle, found, source))
+    return 1 if found else 0
