@@ -26,7 +26,7 @@ from components.core.config import StackKeys
 from components.core.config.text import stack_yaml
 from components.core.problems import ConfigError, Problem
 from components.core.stack_config import parse as parse_stack
-from tests.schema_agreement_values import DEFS, NS, TOP, Leaf
+from tests.schema_agreement_values import DEFS, NS, TOP, Leaf, is_placeholder
 
 WEBHOOK = "https://hooks.slack.com/services/T0AAAAAAA/B0AAAAAAA/abcdefghijklmnop"
 
@@ -152,6 +152,13 @@ def placements(leaf: Leaf) -> list[tuple[str, tuple]]:
                 else:  # an entry of a list of sections
                     out.append((f"{path}[{i}]", (*where, i)))
             return
+        if is_placeholder(part):  # every entry of a map of sections (teams[].pools)
+            for name, item in node.items():
+                if rest:
+                    walk(item, rest, f"{path}.{name}", (*where, name), create)
+                else:
+                    out.append((f"{path}.{name}", (*where, name)))
+            return
         path = part if not path else f"{path}.{part}"
         if not rest:
             out.append((path, (*where, part)))
@@ -192,6 +199,8 @@ def _values_at(node: Any, parts: tuple[str, ...]) -> list[Any]:
     part, rest = parts[0], parts[1:]
     if part == "[]":
         return [v for item in node for v in _values_at(item, rest)] if isinstance(node, list) else []
+    if is_placeholder(part):
+        return [v for item in node.values() for v in _values_at(item, rest)] if isinstance(node, dict) else []
     return _values_at(node[part], rest) if isinstance(node, dict) and part in node else []
 
 

@@ -58,6 +58,19 @@ def _items_section(node: dict) -> str | None:
     return None
 
 
+def _map_section(node: dict) -> str | None:
+    """The section a map's values are (teams[].pools: TeamPoolShare by pool name), or None."""
+    for option in [node, *node.get("anyOf", [])]:
+        for sub in option.get("patternProperties", {}).values():
+            return _section(sub)
+    return None
+
+
+def is_placeholder(part: str) -> bool:
+    """A map's entry in a README key (`<pool>` of teams[].pools.<pool>.guaranteedGpus)."""
+    return part.startswith("<") and part.endswith(">")
+
+
 def schema_keys() -> tuple[list[Leaf], list[Leaf]]:
     """The schema's leaf keys (the README's rows), and its sections (`storage.fsx`; `gpuPools[]`, an entry)."""
     leaves: list[Leaf] = []
@@ -72,6 +85,11 @@ def schema_keys() -> tuple[list[Leaf], list[Leaf]]:
             sections.append(Leaf(f"{key}[]", (*parts, "[]"), DEFS[name]))
             for prop, sub in DEFS[name]["properties"].items():
                 walk(sub, f"{key}[].{prop}", (*parts, "[]", prop))
+        elif (name := _map_section(node)) is not None:
+            entry = docs.map_placeholder(parts[-1])
+            sections.append(Leaf(f"{key}.{entry}", (*parts, entry), DEFS[name]))
+            for prop, sub in DEFS[name]["properties"].items():
+                walk(sub, f"{key}.{entry}.{prop}", (*parts, entry, prop))
         else:
             leaves.append(Leaf(key, parts, node))
 
@@ -98,9 +116,13 @@ def describe(key: str) -> str:
     parts = re.findall(r"[^.\[\]]+|\[\]", key)
     node = TOP[NS + parts[0]]
     for part, following in zip(parts, parts[1:], strict=False):
-        if following != "[]":
-            name = _items_section(node) if part == "[]" else _section(node)
-            node = DEFS[name]["properties"][following]
+        if following == "[]":
+            continue
+        if is_placeholder(following):  # an entry of the map: its section, described as the map is
+            node = {"$ref": f"#/$defs/{_map_section(node)}", "description": node.get("description", "")}
+            continue
+        name = _items_section(node) if part == "[]" else _section(node)
+        node = DEFS[name]["properties"][following]
     return node.get("description", "")
 
 
@@ -198,7 +220,10 @@ def _object_values(node: dict, depth: int) -> list[Any]:
         out += [{keys[0]: v} for v in values]
     if "propertyNames" in node:
         keys = schema_values(node["propertyNames"], depth + 1)
-        values = schema_values(node.get("additionalProperties", {"type": "string"}), depth + 1)
+        extra = node.get("additionalProperties")  # False beside patternProperties: their schema holds
+        if not isinstance(extra, dict):
+            extra = next(iter(node.get("patternProperties", {}).values()), {"type": "string"})
+        values = schema_values(extra, depth + 1)
         out += [{k: values[0]} for k in keys if isinstance(k, str)]
         out += [{keys[0]: v} for v in values]
     return out
@@ -212,6 +237,9 @@ def model_slot(key: str):
     model: type[BaseModel] = StackKeys
     slot = None
     for part in re.findall(r"[^.\[\]]+", key):
+        if is_placeholder(part):  # an entry of a map of sections: the section
+            model = unwrap(get_args(slot.type)[1]).type
+            continue
         field = next(f for f in model.model_fields.values() if f.alias == part)
         slot = field_slot(field)
         tp = slot.type

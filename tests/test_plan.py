@@ -197,7 +197,7 @@ def test_bad_stack_prints_every_problem_without_traceback(tmp_path):
         "  - gpucluster:gpuPools[0].maxNodes: got 2; must be >= minNodes (3)",
         "  - gpucluster:typo: unknown key; known keys: adminPrincipalArns, alertSlackWebhookUrl, clusterName, "
         "cpuPools, deployerInVpc, gpuAvailabilityZone, gpuPools, imageCache, jobPolicyArns, jobs, kubernetesVersion, "
-        "network, observability, pauseMode, paused, prices, publicAccessCidrs, storage, systemNodes, tags, "
+        "network, observability, pauseMode, paused, prices, publicAccessCidrs, storage, systemNodes, tags, teams, "
         "trainingNamespace, versions",
     ]
     assert result.stdout == ""

@@ -495,9 +495,10 @@ CAPACITY_BLOCK = {**H100, "capacityType": "CAPACITY_BLOCK", "capacityReservation
 
 @pytest.mark.parametrize("overrides, expected", [
     # A Capacity Block fixes placement (no placement group), and names the type in the launch template only.
-    ({"gpucluster:gpuPools": [CAPACITY_BLOCK], "gpucluster:jobs": []}, []),
+    # (prod's teams are guaranteed 8 nodes, more than these 4-node pools hold.)
+    ({"gpucluster:gpuPools": [CAPACITY_BLOCK], "gpucluster:jobs": [], "gpucluster:teams": []}, []),
     # The config lets an EFA pool opt out of its placement group: the pack does not.
-    ({"gpucluster:gpuPools": [{**H100, "placementGroup": "none"}], "gpucluster:jobs": []},
+    ({"gpucluster:gpuPools": [{**H100, "placementGroup": "none"}], "gpucluster:jobs": [], "gpucluster:teams": []},
      [("efa-cluster-placement", "mandatory", "gpucluster-prod-h100-launch-template")]),
 ])
 def test_program_variants_the_pack_catches_or_lets_through(overrides, expected):
@@ -600,3 +601,202 @@ def test_the_pack_process_serves_the_analyzer_protocol():
         proc.wait()
         proc.stdout.close()
         proc.stderr.close()
+
+
+
+# -- teams: the rules over prod's teams as the program registers them ------------------------------------
+
+TEAM_RULES = ("team-queues", "team-network-default-deny", "team-access-namespaced", "team-job-role-prefix")
+MEMBER = "arn:aws:iam::210987654321:role/vision-dev"
+ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
+NAMESPACE = "kubernetes:core/v1:Namespace"
+CLUSTER_QUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue"
+
+
+def k8s(obj: dict) -> Resource:
+    """A Kubernetes object as pulumi-kubernetes registers it: the type token from apiVersion and kind."""
+    version = obj["apiVersion"] if "/" in obj["apiVersion"] else f"core/{obj['apiVersion']}"
+    token = f"kubernetes:{version}:{obj['kind']}"
+    meta = obj["metadata"]
+    name = "-".join(p for p in ("extra", meta.get("namespace"), meta["name"], obj["kind"].lower()) if p)
+    return Resource(token, name, f"urn:pulumi:prod::gpucluster::{token}::{name}", copy.deepcopy(obj))
+
+
+@pytest.fixture(scope="module")
+def with_members():
+    """prod with a member in team vision: the program registers the member's access entry."""
+    from components.core.config.text import stack_yaml
+
+    teams = stack_yaml.parse((ROOT / "Pulumi.prod.yaml").read_text(), "gpucluster").config["gpucluster:teams"]
+    teams[0] = {**teams[0], "members": [MEMBER]}
+    return [to_resource(r) for r in shared_recording("prod", {"gpucluster:teams": teams}).resources]
+
+
+def swap(resources: list[Resource], match, replacement) -> list[Resource]:
+    """`resources` with the one `match` selects replaced (None: removed)."""
+    assert len([r for r in resources if match(r)]) == 1
+    rest = [r for r in resources if not match(r)]
+    return rest if replacement is None else [*rest, replacement]
+
+
+def named(kind: str, name: str, namespace: str | None = None):
+    def match(r: Resource) -> bool:
+        meta = r.props.get("metadata") or {}
+        return r.type.endswith(f":{kind}") and meta.get("name") == name and meta.get("namespace") == namespace
+    return match
+
+
+def test_the_team_rules_pass_prods_teams(prod, with_members):
+    from policy.rules import teams
+
+    for resources in (prod, with_members):
+        assert teams.team_names(resources) == ["language", "vision"]
+        for rule in TEAM_RULES:
+            assert validate_stack(rule, resources) == [], rule
+
+
+def test_the_team_rules_name_what_the_program_names():
+    from components.core.config.teams import TeamConfig
+    from components.core.storage import team_data
+    from components.core.teams import queues
+    from policy.rules import team_roles, teams
+
+    team = TeamConfig(name="vision")
+    assert queues.cluster_queue_name(team) == teams.QUEUE_PREFIX + "vision"
+    assert team.group == teams.GROUP_PREFIX + "vision" and queues.COHORT == teams.COHORT
+    assert team_data.s3_prefix("vision") == team_roles.DATA_PREFIX.format(team="vision") == "teams/vision/"
+
+
+def test_team_queues(prod):
+    ns = one(prod, NAMESPACE, "team-vision")
+    queue = one(prod, CLUSTER_QUEUE, "team-vision")
+
+    def findings(resources):
+        return validate_stack("team-queues", resources)
+
+    no_queue = swap(prod, named("ClusterQueue", "gpucluster-team-vision"), None)
+    assert findings(no_queue) == [(ns.urn, f"Namespace {ns.name}: team vision: no ClusterQueue gpucluster-team-vision. "
+                                           "Fix: render components.core.teams.queues.team_cluster_queue for the team.")]
+    spec = queue.props["spec"]
+    assert (spec["cohortName"], spec["fairSharing"], spec["namespaceSelector"]) == \
+        ("gpucluster", {"weight": "1"}, {"matchLabels": {"kubernetes.io/metadata.name": "vision"}})
+    for changed, what in [
+        ({"cohortName": "solo"}, "team vision's queue is in cohort 'solo', not 'gpucluster': it can neither lend "
+                                 "its idle guarantee nor borrow"),
+        ({"fairSharing": {"weight": "0"}}, "team vision's queue has spec.fairSharing.weight 0: an infinite share, "
+                                           "always last for idle GPUs (Kueue)"),
+        ({"fairSharing": {}}, "team vision's queue has no spec.fairSharing.weight (fair sharing then weighs it 1, "
+                              "whatever the team's weight)"),
+        ({"namespaceSelector": {}}, "team vision's queue admits namespaces other than vision (namespaceSelector {}): "
+                                    "another namespace's jobs would take the team's guarantee"),
+    ]:
+        bad = with_props(queue, spec={**spec, **changed})
+        ((urn, message),) = findings(swap(prod, named("ClusterQueue", "gpucluster-team-vision"), bad))
+        assert urn == queue.urn and message.startswith(f"ClusterQueue {queue.name}: {what}. Fix: "), message
+    assert findings(swap(prod, named("ClusterQueue", "gpucluster-team-vision"),
+                         with_props(queue, spec={**spec, "fairSharing": {"weight": "500m"}}))) == []
+    no_local = swap(prod, named("LocalQueue", "gpu", "vision"), None)
+    assert findings(no_local) == [(ns.urn, f"Namespace {ns.name}: team vision: no LocalQueue in namespace vision "
+                                           "points at ClusterQueue gpucluster-team-vision. Fix: render a LocalQueue "
+                                           "in namespace vision with spec.clusterQueue: gpucluster-team-vision.")]
+    stray = k8s({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+                 "metadata": {"name": "gpu2", "namespace": "training"}, "spec": {"clusterQueue": "gpucluster-team-vision"}})
+    ((urn, message),) = findings([*prod, stray])
+    assert urn == stray.urn and "LocalQueue in namespace training points at team vision's ClusterQueue" in message
+
+
+def test_team_network_default_deny(prod):
+    deny = named("NetworkPolicy", "gpucluster-default-deny", "language")
+    ((urn, message),) = validate_stack("team-network-default-deny", swap(prod, deny, None))
+    assert urn == one(prod, NAMESPACE, "team-language").urn
+    assert "team language: no default-deny NetworkPolicy in namespace language" in message
+    policy_ = next(r for r in prod if deny(r))
+    assert policy_.props["spec"] == {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}
+    allows = with_props(policy_, spec={**policy_.props["spec"], "ingress": [{}]})  # an empty rule allows all
+    assert len(validate_stack("team-network-default-deny", swap(prod, deny, allows))) == 1
+    ingress_only = with_props(policy_, spec={"podSelector": {}, "policyTypes": ["Ingress"]})
+    assert len(validate_stack("team-network-default-deny", swap(prod, deny, ingress_only))) == 1
+
+
+def test_team_access_namespaced(with_members):
+    entry = next(r for r in with_members if r.type == "aws:eks/accessEntry:AccessEntry"
+                 and r.props.get("principalArn") == MEMBER)
+    assert entry.props["kubernetesGroups"] == ["gpucluster:team:vision"]
+    urn = "urn:pulumi:prod::gpucluster::aws:eks/accessPolicyAssociation:AccessPolicyAssociation::member-view"
+    assoc = Resource("aws:eks/accessPolicyAssociation:AccessPolicyAssociation", "member-view", urn,
+                     {"clusterName": "gpucluster-prod", "principalArn": MEMBER, "accessScope": {"type": "cluster"},
+                      "policyArn": "arn:aws:eks::aws:cluster-access-policy/AmazonEKSViewPolicy"})
+    ((where, message),) = validate_stack("team-access-namespaced", [*with_members, assoc])
+    assert where == urn and message.startswith(
+        f"AccessPolicyAssociation member-view: a member of team vision ({MEMBER}) gets "
+        "arn:aws:eks::aws:cluster-access-policy/AmazonEKSViewPolicy on the whole cluster. Fix: drop the association")
+    own = with_props(assoc, accessScope={"type": "namespace", "namespaces": ["vision"]})
+    assert validate_stack("team-access-namespaced", [*with_members, own]) == []
+    wider = with_props(assoc, accessScope={"type": "namespace", "namespaces": ["vision", "training"]})
+    assert "on namespaces training" in validate_stack("team-access-namespaced", [*with_members, wider])[0][1]
+    binding = one(with_members, "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding", "team-vision")
+    cluster_wide = k8s({**binding.props, "kind": "ClusterRoleBinding",
+                        "metadata": {"name": "gpucluster-team-vision-admin"},
+                        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "admin"}})
+    ((_, message),) = validate_stack("team-access-namespaced", [*with_members, cluster_wide])
+    assert "binds team vision's group gpucluster:team:vision cluster-wide" in message
+    elsewhere = k8s({**binding.props, "metadata": {"name": "x", "namespace": "language"}})
+    ((_, message),) = validate_stack("team-access-namespaced", [*with_members, elsewhere])
+    assert "binds team vision's group gpucluster:team:vision in namespace language" in message
+
+
+def _statements(resource: Resource) -> list[dict]:
+    import json
+    return json.loads(resource.props["policy"])["Statement"]
+
+
+def _with_statements(resource: Resource, statements: list[dict]) -> Resource:
+    import json
+    return with_props(resource, policy=json.dumps({"Version": "2012-10-17", "Statement": statements}))
+
+
+def test_team_job_role_prefix(prod):
+    access = one(prod, ROLE_POLICY, "team-vision-job-bucket-access")
+    statements = _statements(access)
+    bucket = statements[0]["Resource"]
+    assert statements[2]["Resource"] == f"{bucket}/teams/vision/*"  # the program's, as registered
+
+    def findings(changed: list[dict]) -> list[str]:
+        bad = _with_statements(access, changed)
+        return [m for _, m in validate_stack("team-job-role-prefix", swap(prod, lambda r: r.urn == access.urn, bad))]
+
+    assert findings(statements) == []
+    objects = {"Effect": "Allow", "Action": ["s3:GetObject"]}
+    assert findings([{**objects, "Resource": f"{bucket}/*"}]) == [
+        f"RolePolicy {access.name}: team vision's job role, statement 0: s3:getobject on {bucket}/*: keys outside "
+        "teams/vision/. Fix: allow objects under teams/vision/ only, list with an s3:prefix condition inside it "
+        "(components.core.job_identity)."]
+    assert len(findings([{**objects, "Resource": f"{bucket}/teams/*"}])) == 1
+    assert len(findings([{**objects, "Resource": f"{bucket}/teams/visionary/*"}])) == 1
+    assert "any bucket" in findings([{**objects, "Resource": "*"}])[0]
+    assert "any bucket" in findings([{**objects, "Resource": "arn:aws:s3:::*/teams/vision/*"}])[0]
+    listing = {"Effect": "Allow", "Action": "s3:ListBucket", "Resource": bucket}
+    assert f"s3:listbucket on {bucket} with no s3:prefix condition: lists keys outside teams/vision/" in \
+        findings([listing])[0]
+    assert "with s3:prefix ['teams/*']" in findings(
+        [{**listing, "Condition": {"StringLike": {"s3:prefix": ["teams/*"]}}}])[0]
+    assert findings([{**listing, "Condition": {"StringLike": {"s3:prefix": "teams/vision/*"}}}]) == []
+    assert f"s3:* on the bucket {bucket} itself" in findings([{"Effect": "Allow", "Action": "s3:*",
+                                                               "Resource": bucket}])[0]
+    assert "NotResource" in findings([{"Effect": "Allow", "Action": "s3:GetObject", "NotResource": bucket}])[0]
+    # A Deny only narrows; a statement of another service is not the rule's.
+    assert findings([*statements, {"Effect": "Deny", "Action": "s3:*", "Resource": "*"},
+                     {"Effect": "Allow", "Action": "kms:Decrypt", "Resource": "*"}]) == []
+    # The training namespace's role keeps the whole bucket: no team's, not judged.
+    training = one(prod, ROLE_POLICY, "-job-identity-bucket-access")
+    assert _statements(training)[1]["Resource"] == f"{bucket}/*"
+
+
+def test_a_team_job_role_is_found_by_its_trust_policy_alone(prod):
+    """Without its Pod Identity association (a preview that has not registered it), the role's trust
+    policy names the team's namespace."""
+    access = one(prod, ROLE_POLICY, "team-vision-job-bucket-access")
+    bad = _with_statements(access, [{"Effect": "Allow", "Action": "s3:GetObject", "Resource": "*"}])
+    resources = [r for r in prod if r.type != "aws:eks/podIdentityAssociation:PodIdentityAssociation"]
+    ((urn, message),) = validate_stack("team-job-role-prefix", swap(resources, lambda r: r.urn == access.urn, bad))
+    assert urn == access.urn and "team vision's job role" in message

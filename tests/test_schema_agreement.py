@@ -83,6 +83,7 @@ CROSS_KEY: dict[str, tuple[str, ...]] = {
     "storage.fsx.backupRetentionDays": ("storage.fsx.deploymentType", "storage.s3Link"),
     "storage.fsx.finalBackupOnDelete": ("storage.fsx.deploymentType", "storage.s3Link"),
     "storage.checkpointPrefix": ("storage.datasetPrefix",),
+    "storage.s3Link": ("teams",),
     "storage.retainOnDestroy": ("storage.bucketName",),
     "tags": ("gpuPools[].labels", "cpuPools[].labels"),
     "gpuPools[].labels": ("gpuPools[].efa",),
@@ -101,6 +102,18 @@ CROSS_KEY: dict[str, tuple[str, ...]] = {
     "jobs[].psPool": ("jobs[].launcher", "cpuPools[].name"),
     "jobs[].psPort": ("jobs[].launcher",),
     "jobs[].terminationGracePeriodSeconds": ("gpuPools[].capacityType",),
+    "jobs[].team": ("teams[].name",),
+    "jobs[].priorityClass": ("jobs[].team", "teams[].priorityClasses"),
+    # The teams as a whole: their guarantees on a pool fit in it (a problem at `teams`).
+    "teams": ("gpuPools[].maxNodes",),
+    "teams[].name": ("trainingNamespace",),
+    "teams[].members": ("adminPrincipalArns",),
+    "teams[].pools.<pool>": ("gpuPools[].name",),
+    "teams[].pools.<pool>.guaranteedGpus": ("teams[].pools.<pool>.guaranteedShare", "gpuPools[].instanceType"),
+    "teams[].pools.<pool>.guaranteedShare": ("teams[].pools.<pool>.guaranteedGpus", "gpuPools[].maxNodes"),
+    "teams[].pools.<pool>.borrowLimitGpus": ("gpuPools[].instanceType",),
+    "teams[].pools.<pool>.lendLimitGpus": ("teams[].pools.<pool>.guaranteedGpus", "teams[].pools.<pool>.guaranteedShare",
+                                           "gpuPools[].maxNodes", "gpuPools[].instanceType"),
 }
 # Rules of one value that no JSON Schema pattern states exactly: key -> the words its description says them in.
 VALUE_RULES: dict[str, tuple[str, ...]] = {
@@ -161,12 +174,17 @@ PROBES: dict[str, list[Any]] = {
 
 
 ROWS = {leaf.key for leaf in LEAVES}
+# Maps of sections, by where they are: teams[].pools -> <pool>.
+MAPS = dict(re.match(r"(.+?)\.(<[^>]+>)", row).groups() for row in ROWS if ".<" in row)
 
 
 def row_of(path: str) -> str:
-    """A problem's key path as its README row (gpucluster:jobs[1].env.X -> jobs[].env), or as the section it
+    """A problem's key path as its README row (gpucluster:jobs[1].env.X -> jobs[].env,
+    gpucluster:teams[0].pools.h100.lendLimitGpus -> teams[].pools.<pool>.lendLimitGpus), or as the section it
     is about (gpucluster:jobs[0].model -> jobs[].model)."""
     key = re.sub(r"\[\d+\]", "[]", path.removeprefix(NS))
+    for where, entry in MAPS.items():
+        key = re.sub(rf"^{re.escape(where)}\.[^.]+", f"{where}.{entry}", key)
     while key not in ROWS and not any(row.startswith(f"{key}.") for row in ROWS):
         shorter = re.sub(r"(\.[^.\[\]]+|\[\])$", "", key)
         if shorter == key:
@@ -182,7 +200,7 @@ def excused(leaf: Leaf, problem: Problem) -> bool:
     if re.match(r"is required(?! when| with)", problem.message):
         return False  # what JSON Schema's `required` says, not a rule between keys
     row = row_of(problem.path)
-    if row == leaf.key or leaf.key.startswith(f"{row}.") or row.startswith(f"{leaf.key}."):
+    if row == leaf.key or leaf.key.startswith((f"{row}.", f"{row}[].")) or row.startswith(f"{leaf.key}."):
         return row in CROSS_KEY or row in VALUE_RULES  # about the key, a section holding it, or a key of it
     return any(leaf.key == other or f"{leaf.key}.".startswith(f"{other}.") or other.startswith(f"{leaf.key}.")
                for other in CROSS_KEY.get(row, ())) or row in CROSS_KEY.get(leaf.key, ())
@@ -258,10 +276,11 @@ def test_the_base_stack_is_valid_to_both():
 
 
 def test_cross_key_rules_are_named_in_the_schema():
-    known = {"aws:region"}  # every key and section a rule may name
+    known = {"aws:region"}  # every key and section a rule may name (a list of sections by its own key too)
     for leaf in LEAVES:
         parts = leaf.key.split(".")
         known |= {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
+        known |= {".".join(parts[:i]).removesuffix("[]") for i in range(1, len(parts) + 1)}
     missing = []
     for key, others in CROSS_KEY.items():
         assert {key, *others} <= known, (key, others)

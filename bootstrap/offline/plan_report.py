@@ -7,6 +7,7 @@ Secret inputs are masked: the report is printed, uploaded and diffed.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from typing import Any
 
@@ -130,8 +131,10 @@ def job_rows(cfg: config.StackConfig) -> list[dict[str, Any]]:
     for job in cfg.jobs:
         pool = cfg.pool(job.pool)
         gpus = job.gpus_per_node or pool.instance.gpu_count
+        # A team's job queues in its team's namespace (components.core.teams.queues.local_queue).
         row = {"name": job.name, "launcher": job.launcher, "pool": job.pool, "nodes": job.nodes,
-               "gpus": job.nodes * gpus, "queue": queue, "priority": queueing.TRAINING_PRIORITY,
+               "gpus": job.nodes * gpus, "queue": f"{cfg.namespace_of(job)}/{queueing.LOCAL_QUEUE}",
+               "priority": job.priority_class,
                "startOnUp": job.start_on_up,
                **_start(starts, job.name), "teardown": teardown.teardown(job, cfg).to_dict(), "sizing": None,
                "parameterServers": ({"pool": job.ps_pool, "replicas": job.ps_replicas} if job.launcher == "ps"
@@ -212,11 +215,32 @@ def monitoring_summary(cfg: config.StackConfig) -> dict[str, Any] | None:
     }
 
 
+# components.core.planning.cost.pool_line's note on a reserved pool: the Capacity Block's instance count as
+# looked up (not "(assumed maxNodes)", an ODCR's, which no lookup counts).
+_RESERVATION = re.compile(r"^GPU pool (\S+) .*\breservation of (\d+) billed whether used or not(?! \(assumed)")
+
+
+def reserved_nodes(recording: mocks.Recording) -> dict[str, int]:
+    """Each Capacity Block pool's instance count, as the program's cost estimate took it from the lookup."""
+    lines = (recording.stack_outputs.get("estimatedCostPerHourUsd") or {}).get("lines") or []
+    found = (_RESERVATION.match(line.get("item", "")) for line in lines)
+    return {m[1]: int(m[2]) for m in found if m}
+
+
+def teams_summary(cfg: config.StackConfig, recording: mocks.Recording) -> dict[str, Any] | None:
+    """Each team's guaranteed and borrowable GPUs per pool, its worst-case month and the warnings; None
+    without teams, so a stack without them plans as before."""
+    from components.core.planning import teams
+
+    summary = teams.plan(cfg, reserved_nodes(recording))
+    return None if summary is None else integral(summary.to_dict())
+
+
 def build_report(cfg: config.StackConfig, recording: mocks.Recording, standins: list[str]) -> dict[str, Any]:
     """Everything the plan says, deterministic: two plans of one stack are byte-identical."""
     outputs = {k: ("[secret]" if k in recording.secret_outputs else v) for k, v in recording.stack_outputs.items()}
     estimate = recording.stack_outputs.get("estimatedCostPerHourUsd") or {}
-    return {
+    report = {
         "stack": cfg.stack,
         "region": cfg.region,
         "gpuAvailabilityZone": recording.stack_outputs.get("gpuAvailabilityZone"),
@@ -244,6 +268,9 @@ def build_report(cfg: config.StackConfig, recording: mocks.Recording, standins: 
         # What `pulumi preview --policy-pack policy` would report, from the same rules.
         "policyViolations": [v.to_dict() for v in check_recording(recording.resources, cfg.stack)],
     }
+    if (teams := teams_summary(cfg, recording)) is not None:
+        report["teams"] = teams
+    return report
 
 
 def resource_rows(recording: mocks.Recording) -> list[dict[str, Any]]:

@@ -125,6 +125,7 @@ def render(report: dict[str, Any], tree: list[str]) -> str:
         out.append(f"  credentials from the Pod Identity agent at {ident['credentials']}, the one link-local "
                    "address the NetworkPolicies open")
     out += _time_to_ready(report["timeToReady"])
+    out += _teams(report.get("teams"))
     out += ["", "Jobs (queued in Kueue; start order per pool by priority, then as listed)"]
     for j in report["jobs"]:
         line = (f"  {j['name']}: {j['launcher']} on {j['pool']}, {j['nodes']} node{'' if j['nodes'] == 1 else 's'}, "
@@ -227,6 +228,36 @@ def _monitoring(m: dict[str, Any] | None) -> list[str]:
     out.append("  remote write: " + ("Amazon Managed Service for Prometheus, a new workspace, "
                                      f"~${cost['amp']:.2f}/h at maxNodes" if m["remoteWrite"] == "amp" else "off"))
     out += [f"  {name}: {command}" for name, command in m["portForward"].items()]
+    return out
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _teams(t: dict[str, Any] | None) -> list[str]:
+    """The teams' shares (components.core.planning.teams); nothing for a stack without teams."""
+    if t is None:
+        return []
+    out = ["", f"Teams (Kueue cohort {t['cohort']}: a guarantee each, borrowing what the others leave idle, fair "
+               "sharing by weight; README, Teams)"]
+    for team in t["teams"]:
+        budget = team["monthlyBudgetUsd"]
+        out.append(f"  {team['name']}: namespace {team['namespace']}, weight {team['weight']:g}, "
+                   f"{_plural(team['members'], 'member')}, priority classes {', '.join(team['priorityClasses'])}")
+        for p in team["pools"]:
+            limit = " (its borrowLimitGpus)" if p["borrowLimitGpus"] is not None and \
+                p["borrowableGpus"] == p["borrowLimitGpus"] else ""
+            out.append(f"    {p['pool']}: guaranteed {_plural(p['guaranteedGpus'], 'GPU')} "
+                       f"({_plural(p['guaranteedNodes'], 'node')}), borrows up to {_plural(p['borrowableGpus'], 'GPU')}"
+                       f"{limit}, lends up to {_plural(p['lendableGpus'], 'GPU')}; ${p['pricePerGpuHour']:,.2f}/GPU-h")
+        out.append(f"    worst case ${team['worstCaseMonthlyUsd']:,.0f} a month (its guarantee and all it may borrow, "
+                   f"{t['hoursPerMonth']} h); budget " + (f"${budget:,.0f} a month" if budget is not None else "none"))
+    rest = t["trainingNamespace"]
+    kept = ", ".join(f"{p['pool']} {_plural(p['gpus'], 'GPU')} ({_plural(p['nodes'], 'node')})" for p in rest["pools"])
+    out.append(f"  {rest['namespace']} (the training namespace: the fabric test, jobs without a team) keeps {kept}, "
+               "lent while idle")
+    out += [f"  WARNING: {w}" for w in t["warnings"]]
     return out
 
 

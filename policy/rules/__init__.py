@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import aws_resources, buckets, fleet, workloads
+from . import aws_resources, buckets, fleet, team_roles, teams, workloads
 from .base import (
     ADVISORY,
     DISABLED,
@@ -122,6 +122,24 @@ RULES: tuple[Rule, ...] = (
           "prices": {"type": "object", "additionalProperties": {"type": "number", "minimum": 0},
                      "description": "USD per hour by instance type, over the catalog's (e.g. a negotiated "
                                     "or Capacity Block rate, as gpucluster:prices)."}}),
+    Rule("team-queues", "Each team (gpucluster:teams) has a LocalQueue in its namespace and a ClusterQueue "
+                        "gpucluster-team-<team> in the cohort gpucluster, with a fair-sharing weight, admitting "
+                        "its namespace only.",
+         MANDATORY, "stack", teams.team_queues, (),
+         "render the team's queues with components.core.teams.queues (team_cluster_queue, local_queue)"),
+    Rule("team-network-default-deny", "Each team's namespace has a default-deny NetworkPolicy (every pod, "
+                                      "ingress and egress).",
+         MANDATORY, "stack", teams.team_network_default_deny, (),
+         "the namespace's policies from components.core.kube.network_policy, gpucluster-default-deny first"),
+    Rule("team-access-namespaced", "Team members get nothing cluster-wide: no cluster-scoped EKS access policy "
+                                   "on their access entries, and their group bound in the team's namespace only.",
+         MANDATORY, "stack", teams.team_access_namespaced, (),
+         "a member's access entry carries the group gpucluster:team:<team> only, bound by a RoleBinding in "
+         "namespace <team>"),
+    Rule("team-job-role-prefix", "A team's job role reaches the bucket under teams/<team>/ only (objects under "
+                                 "the prefix, listing with an s3:prefix condition inside it).",
+         MANDATORY, "stack", team_roles.team_job_role_prefix, (),
+         "scope the role's statements to arn:...:s3:::<bucket>/teams/<team>/* and s3:prefix teams/<team>/*"),
 )
 
 

@@ -57,12 +57,20 @@ def reference_rows(model: type[BaseModel] = StackKeys, prefix: str = "",
             rows += reference_rows(tp, f"{key}.", None if field.is_required() else field.alias)
         elif get_origin(tp) in (tuple, list) and _is_section(item := unwrap(get_args(tp)[0]).type):
             rows += reference_rows(item, f"{key}[].")
+        elif get_origin(tp) is dict and _is_section(value := unwrap(get_args(tp)[1]).type):
+            # A map of sections (teams[].pools): a row per key of a section, under its name's placeholder.
+            rows += reference_rows(value, f"{key}.{map_placeholder(field.alias)}.")
         else:
             default = default_text(field)
             if default == "required" and optional_section is not None:
                 default = f"required in `{optional_section}`"
             rows.append((key, doc_type(slot), default, field.description or ""))
     return rows
+
+
+def map_placeholder(alias: str) -> str:
+    """Where a map of sections names its entry in a README key: `pools` -> `<pool>`."""
+    return f"<{alias.removesuffix('s')}>"
 
 
 def _is_section(tp: Any) -> bool:

@@ -137,7 +137,7 @@ class StorageConfig(Model):
         True, description="link the file system to the bucket: one data repository association, the bucket at `/`, "
                           "with automatic import and export of new, changed and deleted files (both deployment types, "
                           "Lustre 2.15; ~7 min after the file system). FSx cannot back up S3-linked file systems, so "
-                          "backups need `s3Link: false`")
+                          "backups need `s3Link: false`; `teams` need `true` (each team's directory is its prefix)")
     # An existing bucket to use instead of creating one (the one a previous
     # destroy kept): the stack neither creates nor deletes it.
     bucket_name: Text(allowed=BUCKET_NAME_ALLOWED, short="S3 bucket name", check=bucket_name_problem,
