@@ -113,6 +113,7 @@ cache_base = image_cache.base if image_cache is not None else None
 monitoring = Monitoring(f"{name}-monitoring", MonitoringArgs(
     config=cfg, cluster=cluster.name, provider=cluster.provider, file_system_id=storage.file_system_id,
     claim_name=volume.claim_name, claim=volume, training_namespace=cluster.training_namespace,
+    team_namespaces=cluster.team_namespaces,
     depends_on=[cluster.system_nodes, *cluster.core_addons, *cached],
     image_cache=cache_base)) if cfg.observability.enabled else None
 metrics_crds = monitoring.crds_ready if monitoring is not None else []
@@ -169,6 +170,6 @@ pulumi.export("localQueue", f"{cfg.training_namespace}/{queue.local_queue_name}"
 pulumi.export("expectedBusBandwidthGBps", {n: t.expected_busbw_gbps for n, t in fabric_tests.items()})
 if monitoring is not None:
     pulumi.export("monitoring", {**monitoring.footprint.to_dict(), "grafana": access.GRAFANA,
-                                 "dashboards": list(dashboards.DASHBOARD_KEYS)})
+                                 "dashboards": list(dashboards.dashboard_keys(cfg))})
 pulumi.export("estimatedCostPerHourUsd", {**estimate.to_dict(),
                                           "paused": cost.paused_per_hour(cfg, reserved, len(zones.zones))})

@@ -552,7 +552,7 @@ def test_the_sums_count_daemonsets_per_node_and_the_metrics_stack_only_when_on()
 
 def test_the_plan_lists_the_monitoring_pieces(prod):
     out = prod.stack_outputs["monitoring"]
-    assert out["dashboards"] == list(dashboards.DASHBOARD_KEYS)
+    assert out["dashboards"] == [*dashboards.DASHBOARD_KEYS, "gpucluster-spend.json"]  # prod has teams
     assert out["volumeGiB"] == footprint(stack_config("prod")).volume_gib
     lines = {line["item"]: line for line in prod.stack_outputs["estimatedCostPerHourUsd"]["lines"]}
     gp3 = lines[f"Prometheus gp3 volume {out['volumeGiB']} GiB"]

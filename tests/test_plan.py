@@ -88,7 +88,7 @@ def test_the_plan_lists_the_monitoring_pieces_their_cost_and_how_to_reach_them(d
 def test_plan_text_monitoring_section_and_off(tmp_path):
     out = plan("--stack", "prod").stdout
     section = out.split("\nMonitoring (README \"Watch a job\")\n", 1)[1].split("\n\n", 1)[0].splitlines()
-    assert section[0].startswith("  kube-prometheus-stack 88.5.3 on the system nodes: Prometheus (15 d on a 100 GiB "
+    assert section[0].startswith("  kube-prometheus-stack 88.5.3 on the system nodes: Prometheus (32 d on a 100 GiB "
                                  "gp3 volume, $0.0118/h;")
     assert section[1] == "  dcgm-exporter 4.8.2 on GPU pools: h100; EFA counters on: h100"
     assert "  remote write: off" in section

@@ -84,6 +84,8 @@ CROSS_KEY: dict[str, tuple[str, ...]] = {
     "storage.fsx.finalBackupOnDelete": ("storage.fsx.deploymentType", "storage.s3Link"),
     "storage.checkpointPrefix": ("storage.datasetPrefix",),
     "storage.s3Link": ("teams",),
+    "observability.enabled": ("teams[].monthlyBudgetUsd",),
+    "observability.retentionDays": ("teams[].monthlyBudgetUsd",),
     "storage.retainOnDestroy": ("storage.bucketName",),
     "tags": ("gpuPools[].labels", "cpuPools[].labels"),
     "gpuPools[].labels": ("gpuPools[].efa",),

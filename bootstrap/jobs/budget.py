@@ -22,19 +22,18 @@ from typing import Any
 from urllib.parse import urlencode
 
 from bootstrap.cluster.api import ClusterUnreachable, KubeError
+from components.core.config.teams import BUDGET_RETENTION_DAYS
 from components.core.observability import prometheus_stack as ps
 from components.core.observability import spend
 
 Query = Callable[[str, float], list[dict[str, Any]]]
 
-# kube-prometheus-stack 88.5.3 templates/prometheus/service.yaml: the Service <fullname>-prometheus, its port
-# named prometheus.prometheusSpec.portName ("http-web" in values.yaml) on prometheus.service.port (9090).
-SERVICE = f"{ps.RELEASE}-prometheus"
-PORT_NAME = "http-web"
+SERVICE = ps.PROMETHEUS_SERVICE
+PORT_NAME = ps.PROMETHEUS_PORT_NAME
 PROXY_PATH = f"/api/v1/namespaces/{ps.NAMESPACE}/services/{SERVICE}:{PORT_NAME}/proxy/api/v1/query"
 URL_ENV = "GPUCLUSTER_PROMETHEUS_URL"
 TIMEOUT_SECONDS = 20
-FULL_MONTH_DAYS = 32  # retentionDays that hold the month so far (at most 31 days), and a day to spare
+FULL_MONTH_DAYS = BUDGET_RETENTION_DAYS  # retentionDays that hold the month so far (the config requires it)
 OVERRIDE = "--over-budget"
 PORT_FORWARD = (f"`kubectl -n {ps.NAMESPACE} port-forward svc/{SERVICE} 9090:9090`, then --prometheus-url "
                 "http://localhost:9090")

@@ -204,7 +204,7 @@ def monitoring_summary(cfg: config.StackConfig) -> dict[str, Any] | None:
         "gpuExporterPools": [p.name for p in cfg.gpu_pools],
         "efaCounterPools": [p.name for p in cfg.gpu_pools if p.efa_enabled],
         "scraped": [s for s in access.SCRAPED if s != "EFA counters" or any(p.efa_enabled for p in cfg.gpu_pools)],
-        "dashboards": [key.removesuffix(".json") for key in dashboards.DASHBOARD_KEYS],
+        "dashboards": [key.removesuffix(".json") for key in dashboards.dashboard_keys(cfg)],
         "alerts": sorted({r["alert"] for r in alerts.alert_rules(cfg)}),
         "receivers": [name for name, on in (("SNS", obs.alert_sns_topic_arn), ("Slack",
                                                                               cfg.alert_slack_webhook_url)) if on],

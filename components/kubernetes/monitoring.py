@@ -15,7 +15,7 @@ for the metrics stack.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pulumi
@@ -30,6 +30,7 @@ from components.core.kube import network_policy
 from components.core.observability import alerts, dashboards, efa_exporter, tensorboard
 from components.core.observability import prometheus_stack as ps
 from components.core.planning.metrics_footprint import footprint
+from components.core.teams import access as team_access
 from components.kubernetes.objects import KubernetesObject
 
 # Grafana's CloudWatch data source reads metrics only (Grafana docs, "AWS CloudWatch data source",
@@ -57,6 +58,8 @@ class MonitoringArgs:
     claim_name: str  # the FSx claim in the training namespace (TensorBoard)
     claim: pulumi.Resource  # what creates it: only TensorBoard waits for the file system
     training_namespace: pulumi.Resource
+    # gpucluster:teams' namespaces by team (Cluster.team_namespaces): their jobs' metrics are scraped too.
+    team_namespaces: Mapping[str, pulumi.Resource] = field(default_factory=dict)
     # The system nodes, the EBS CSI add-on and the Pod Identity agent (and the image cache, when there is one).
     depends_on: Sequence[pulumi.Resource] = field(default_factory=tuple)
     image_cache: str | None = None  # ImageCache.base: busybox (the EFA counters) is pulled through it
@@ -156,10 +159,19 @@ class Monitoring(pulumi.ComponentResource):
         KubernetesObject(f"{name}-job-metrics", alerts.job_pod_monitor(cfg.training_namespace),
                          pulumi.ResourceOptions(parent=self, provider=args.provider,
                                                 depends_on=[stack, args.training_namespace]))
+        if cfg.teams:
+            # Members read spend (status --team, submit's budget check) through the API server's proxy.
+            reader = KubernetesObject(f"{name}-spend-reader", team_access.spend_reader_role(
+                ps.NAMESPACE, ps.PROMETHEUS_SERVICE, ps.PROMETHEUS_PORT_NAME), in_ns)
+            KubernetesObject(f"{name}-spend-reader-binding", team_access.spend_reader_binding(ps.NAMESPACE, cfg.teams),
+                             pulumi.ResourceOptions.merge(in_ns, pulumi.ResourceOptions(depends_on=[reader])))
+        for team, namespace in args.team_namespaces.items():
+            KubernetesObject(f"{name}-team-{team}-job-metrics", alerts.job_pod_monitor(team),
+                             pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[stack, namespace]))
 
         boards = pulumi.Output.from_input(args.file_system_id).apply(
             lambda fs_id: dashboards.dashboards(cfg, fs_id, cfg.region))
-        for key in dashboards.DASHBOARD_KEYS:
+        for key in dashboards.dashboard_keys(cfg):
             k8s.core.v1.ConfigMap(
                 f"{name}-{key.removesuffix('.json')}", metadata=dashboards.config_map_metadata(key, ps.NAMESPACE,
                                                                                              ps.DASHBOARD_LABEL),

@@ -204,9 +204,20 @@ def team_network_default_deny(resources: Sequence[Resource], config: Mapping[str
 # -- access ----------------------------------------------------------------------------------------
 
 
+# The one binding of a team's group outside its namespace: the spend reader in the metrics stack's namespace
+# (components.core.teams.access.spend_reader_role: `get` on Prometheus's services/proxy, nothing else).
+SPEND_READER = ("monitoring", "gpucluster-spend-reader")
+
+
+def _reads_spend_only(binding: Resource) -> bool:
+    role = get(binding.props, "roleRef")
+    return (_namespace(binding), get(role, "name") if isinstance(role, Mapping) else None) == SPEND_READER \
+        and get(role, "kind") == "Role"
+
+
 def team_access_namespaced(resources: Sequence[Resource], config: Mapping[str, Any]) -> list[Finding]:
     """Nothing cluster-wide for a team: no cluster-scoped access policy on a member's access entry, no
-    ClusterRoleBinding of a team's group, no RoleBinding of it outside its namespace."""
+    ClusterRoleBinding of a team's group, no RoleBinding of it outside its namespace but the spend reader's."""
     entries = [r for r in resources if r.type == ACCESS_ENTRY and _entry_teams(r)]
     out: list[Finding] = []
     for assoc in (r for r in resources if r.type == ACCESS_POLICY_ASSOCIATION):
@@ -233,7 +244,8 @@ def team_access_namespaced(resources: Sequence[Resource], config: Mapping[str, A
             if cluster_wide:
                 out.append((binding, problem(binding, f"binds team {team}'s group {GROUP_PREFIX}{team} cluster-wide",
                                              f"bind it with a RoleBinding in namespace {team}")))
-            elif _namespace(binding) != team and not is_unknown(_namespace(binding)):
+            elif _namespace(binding) != team and not is_unknown(_namespace(binding)) \
+                    and not _reads_spend_only(binding):
                 out.append((binding, problem(binding, f"binds team {team}'s group {GROUP_PREFIX}{team} in "
                                                       f"namespace {_namespace(binding)}",
                                              f"bind it in namespace {team} only")))

@@ -22,9 +22,11 @@ SLACK_WEBHOOK_KEY = "alertSlackWebhookUrl"
 class ObservabilityConfig(Model):
     """Prometheus, Grafana, Alertmanager, the GPU and EFA exporters, dashboards, alerts and TensorBoard."""
 
-    enabled: Bool = Field(True, description="install the metrics stack, dashboards, alerts and TensorBoard")
+    enabled: Bool = Field(True, description="install the metrics stack, dashboards, alerts and TensorBoard; required "
+                                            "by a team's `teams[].monthlyBudgetUsd`")
     retention_days: Int(ge=1, le=365) = Field(
-        RETENTION_DAYS_DEFAULT, description="days of metrics Prometheus keeps on its gp3 volume")
+        RETENTION_DAYS_DEFAULT, description="days of metrics Prometheus keeps on its gp3 volume; at least 32 (a "
+                                            "month and a day) with a `teams[].monthlyBudgetUsd`")
     volume_gib: Annotated[Int(ge=20, le=16384) | None, DefaultText("`100`")] = Field(
         None, description="Prometheus's gp3 volume; the plan warns when `retentionDays` of every pool at `maxNodes` "
                           "would not fit twice over (size-based retention then keeps fewer days). Set it before the "

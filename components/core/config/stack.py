@@ -27,6 +27,7 @@ from components.core.config.observability import SLACK_WEBHOOK_KEY, Observabilit
 from components.core.config.pools import CpuPoolConfig, GpuPoolConfig
 from components.core.config.storage import StorageConfig
 from components.core.config.teams import TEAMS_MAX, TeamConfig
+from components.core.config.teams import budget_problems as team_budget_problems
 from components.core.config.teams import job_problems as team_job_problems
 from components.core.config.teams import member_problems as team_member_problems
 from components.core.config.teams import stack_problems as team_problems
@@ -301,6 +302,10 @@ class StackKeys(Model):
         if self.teams and not self.storage.s3_link:
             yield "storage.s3Link", ("is false, but gpucluster:teams needs it: each team's directory on the file "
                                      "system (/teams/<name>) is its S3 prefix teams/<name>/, brought in by the link")
+
+    @rule("teams", "observability.enabled", "observability.retention_days")
+    def _budgets_need_a_month_of_metrics(self):
+        yield from team_budget_problems(self.teams, self.observability.enabled, self.observability.retention_days)
 
     @rule("teams", "admin_principal_arns")
     def _team_members(self):

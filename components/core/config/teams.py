@@ -202,3 +202,25 @@ def stack_problems(teams: tuple[TeamConfig | None, ...], pools: dict[str, Any], 
             yield "teams", (f"the teams' guarantees on pool {pool_name!r} add up to {nodes} nodes "
                             f"({nodes * per_node} GPUs); the pool holds maxNodes {pool.max_nodes} "
                             f"({pool.max_nodes * per_node} GPUs): lower a guarantee or raise maxNodes")
+
+
+# The longest calendar month and a day to spare: a budget's month-to-date spend is read from Prometheus, which
+# must still hold the month's first day (components.core.observability.spend).
+BUDGET_RETENTION_DAYS = 32
+
+
+def budget_problems(teams: tuple[TeamConfig | None, ...], metrics_on: bool,
+                    retention_days: int) -> Iterator[tuple[str, str]]:
+    """A team's budget is checked against the spend Prometheus recorded this month: it needs the metrics stack,
+    keeping at least a whole month."""
+    budgeted = [i for i, t in enumerate(teams) if t is not None and t.monthly_budget_usd is not None]
+    if not budgeted:
+        return
+    where = f"teams[{budgeted[0]}].monthlyBudgetUsd"
+    if not metrics_on:
+        yield "observability.enabled", (f"is false, but {where} needs the metrics stack: a team's month-to-date "
+                                        "spend is what Prometheus recorded")
+    elif retention_days < BUDGET_RETENTION_DAYS:
+        yield "observability.retentionDays", (f"got {retention_days}; {where} needs at least {BUDGET_RETENTION_DAYS} "
+                                              "(a whole month of spend), or no monthlyBudgetUsd")
+

@@ -19,6 +19,10 @@ from components.core.planning.metrics_footprint import Footprint
 
 NAMESPACE = "monitoring"
 RELEASE = "kps"  # short: the chart prefixes every object's name with it
+# kube-prometheus-stack 88.5.3 templates/prometheus/service.yaml: the Service <fullname>-prometheus, its port
+# named prometheus.prometheusSpec.portName ("http-web" in values.yaml) on prometheus.service.port (9090).
+PROMETHEUS_SERVICE = f"{RELEASE}-prometheus"
+PROMETHEUS_PORT_NAME = "http-web"
 DCGM_RELEASE = "dcgm-exporter"
 STORAGE_CLASS = "gpucluster-gp3"
 # Named so the Pod Identity associations can name them before the chart creates them.

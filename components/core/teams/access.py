@@ -97,3 +97,28 @@ def admission_policy_binding(team: TeamConfig) -> dict[str, Any]:
     return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
             "metadata": {"name": name},
             "spec": {"policyName": name, "validationActions": ["Deny"]}}
+
+
+# What `status --team` and `submit` read a team's spend through: the API server's proxy to the Prometheus
+# Service's web port (bootstrap/jobs/budget.py). RBAC names a proxied service `<name>:<port>` (the path segment).
+SPEND_READER = "gpucluster-spend-reader"
+
+
+def spend_reader_role(namespace: str, service: str, port_name: str) -> dict[str, Any]:
+    """Read access to Prometheus's query API through the API server, in the metrics stack's namespace: the
+    members see what every team spends (the dashboard's numbers), and nothing else there."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": SPEND_READER, "namespace": namespace},
+        "rules": [{"apiGroups": [""], "resources": ["services/proxy"], "resourceNames": [f"{service}:{port_name}"],
+                   "verbs": ["get"]}],
+    }
+
+
+def spend_reader_binding(namespace: str, teams: Sequence[TeamConfig]) -> dict[str, Any]:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": SPEND_READER, "namespace": namespace},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": SPEND_READER},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": t.group} for t in teams],
+    }
