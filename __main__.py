@@ -104,6 +104,7 @@ image_cache = ImageCache(f"{name}-image-cache", ImageCacheArgs(
     cluster_name=name, region=cfg.region, account_id=caller.account_id, partition=partition,
     node_role_name=cluster.node_role.name, provider=cluster.provider, namespace=cfg.training_namespace,
     namespace_resource=cluster.training_namespace, hooks=hooks, depends_on=[cluster.system_nodes],
+    team_namespaces=cluster.team_namespaces,
 )) if cfg.image_cache else None
 cached = [image_cache] if image_cache is not None else []
 cache_base = image_cache.base if image_cache is not None else None

@@ -378,3 +378,14 @@ def test_cancel_deletes_a_trainjob_in_the_background_so_trainer_cannot_bring_its
         ops.cancel(Kube(), {"kind": kind, "apiVersion": kinds.BY_KIND[kind].api_version,
                             "metadata": {"name": "j", "namespace": "training", "labels": {}}})
     assert calls == [("TrainJob", "j", "Background"), ("MPIJob", "j", "Foreground"), ("JobSet", "j", "Foreground")]
+
+
+def test_a_member_who_may_not_read_runtimes_still_submits_and_creates_none(cluster, capsys):
+    # A team member's Role is namespaced: GET of a cluster-scoped runtime is refused (403). The job goes ahead;
+    # Trainer refuses it if the runtime is missing, and submit reports that refusal.
+    cluster.fail[("GET", "/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes/gpucluster-torch-h100-r10-g120")] = (
+        403, 'clustertrainingruntimes.trainer.kubeflow.org "gpucluster-torch-h100-r10-g120" is forbidden')
+    code, report = run_json(capsys, submit, "--stack", "prod", "llama-70b", "--json", sleep=lambda _: None)
+    assert code == 0
+    assert report["created"] == ["TrainJob llama-70b"]
+    assert cluster.objects("ClusterTrainingRuntime") == []

@@ -260,3 +260,18 @@ def test_the_plan_cli_prints_every_team_problem_without_a_traceback(tmp_path):
         "  - gpucluster:jobs[0].priorityClass: got 'gpucluster-high'; team 'vision' may use gpucluster-training, "
         "gpucluster-low",
     ]
+
+
+@pytest.mark.parametrize(("observability", "expected"), [
+    ({"enabled": False}, "gpucluster:observability.enabled: is false, but teams[1].monthlyBudgetUsd needs the metrics "
+                         "stack: a team's month-to-date spend is what Prometheus recorded"),
+    ({"retentionDays": 31}, "gpucluster:observability.retentionDays: got 31; teams[1].monthlyBudgetUsd needs at "
+                            "least 32 (a whole month of spend), or no monthlyBudgetUsd"),
+    ({}, "gpucluster:observability.retentionDays: got 15; teams[1].monthlyBudgetUsd needs at least 32 (a whole month "
+         "of spend), or no monthlyBudgetUsd"),
+])
+def test_a_budget_needs_a_month_of_metrics(observability, expected):
+    teams = [{"name": "vision"}, {"name": "language", "monthlyBudgetUsd": 1000}]
+    assert problems(teams, **{"gpucluster:observability": observability}) == [expected]
+    # Without a budget, any retention will do.
+    stack_config("prod", {"gpucluster:teams": [{"name": "vision"}], "gpucluster:observability": observability})

@@ -156,9 +156,10 @@ def test_the_team_priority_classes_exist_only_with_teams():
 def _k8s_objects(stack: str) -> dict[tuple[str, str, str], dict]:
     out = {}
     for r in recording(stack, None).resources:
-        if r.type.startswith("kubernetes:") and "kind" in r.inputs and "metadata" in r.inputs:
+        if r.type.startswith("kubernetes:") and isinstance(r.inputs.get("metadata"), dict):
             meta = r.inputs["metadata"]
-            out[(r.inputs["kind"], meta.get("namespace", ""), meta.get("name", ""))] = r.inputs
+            kind = r.inputs.get("kind", r.type.rsplit(":", 1)[-1])  # typed resources (ConfigMap) have none
+            out[(kind, meta.get("namespace", ""), meta.get("name", ""))] = r.inputs
     return out
 
 
@@ -182,3 +183,27 @@ def test_a_stack_without_teams_renders_no_cohort_no_fair_sharing_and_no_team_cla
     assert {k[2] for k in objects if k[0] == "WorkloadPriorityClass"} == {"gpucluster-fabric-test",
                                                                           "gpucluster-training"}
     assert stack_config("dev").teams == ()
+
+
+def test_members_read_spend_through_one_proxy_in_the_metrics_namespace_only():
+    objects = _k8s_objects("prod")
+    role = objects[("Role", "monitoring", "gpucluster-spend-reader")]
+    # The API server names a proxied service <name>:<port> (the path segment bootstrap/jobs/budget.py GETs).
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["services/proxy"],
+                              "resourceNames": ["kps-prometheus:http-web"], "verbs": ["get"]}]
+    binding = objects[("RoleBinding", "monitoring", "gpucluster-spend-reader")]
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                  "name": "gpucluster-spend-reader"}
+    assert [s["name"] for s in binding["subjects"]] == ["gpucluster:team:vision", "gpucluster:team:language"]
+    from bootstrap.jobs import budget
+    assert budget.PROXY_PATH == "/api/v1/namespaces/monitoring/services/kps-prometheus:http-web/proxy/api/v1/query"
+    assert ("Role", "monitoring", "gpucluster-spend-reader") not in _k8s_objects("dev")
+
+
+def test_each_team_namespace_has_the_image_cache_config_map_and_a_job_pod_monitor():
+    objects = _k8s_objects("prod")
+    training = objects[("ConfigMap", "training", "gpucluster-images")]
+    for team in ("vision", "language"):
+        assert objects[("ConfigMap", team, "gpucluster-images")]["data"] == training["data"]
+        assert objects[("PodMonitor", team, "gpucluster-jobs")]["spec"] == \
+            objects[("PodMonitor", "training", "gpucluster-jobs")]["spec"]

@@ -39,7 +39,7 @@ def submit(kube: Kube, sub: Submission, sleep: Callable[[float], None] = time.sl
         raise SubmitError(f"ConfigMap {workers.scripts_config_map_name(sub.job.name)} (the job's scripts) is not in "
                           f"{sub.namespace}: run `pulumi up`, which creates it")
     created = []
-    if sub.runtime is not None and kube.get(kinds.CLUSTER_TRAINING_RUNTIME, sub.runtime["metadata"]["name"]) is None:
+    if sub.runtime is not None and _runtime_missing(kube, sub.runtime["metadata"]["name"]):
         kube.create(kinds.CLUSTER_TRAINING_RUNTIME, sub.runtime)
         created.append(f"ClusterTrainingRuntime {sub.runtime['metadata']['name']}")
     if sub.config_map is not None:
@@ -63,6 +63,18 @@ def submit(kube: Kube, sub: Submission, sleep: Callable[[float], None] = time.sl
         sleep(1)
     position = state.queue_position(workload, workloads) if workload is not None else None
     return Submitted(job, tuple(created), workload, position)
+
+
+def _runtime_missing(kube: Kube, name: str) -> bool:
+    """Whether the job's runtime must be created. A team member may not read cluster-scoped objects: for them
+    the job goes ahead, and Trainer refuses it if the runtime is missing (an admin's submit or `pulumi up` of a
+    job of that shape creates it), which submit reports."""
+    try:
+        return kube.get(kinds.CLUSTER_TRAINING_RUNTIME, name) is None
+    except KubeError as err:
+        if err.status != 403:
+            raise
+        return False
 
 
 def image_cache(kube: Kube, *namespaces: str) -> str | None:

@@ -22,8 +22,8 @@ destroy has ended and no node is left (bootstrap.deployed.teardown).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_aws as aws
@@ -63,6 +63,9 @@ class ImageCacheArgs:
     hooks: StackHooks
     # The system nodes: like every Kubernetes object of the stack, the ConfigMap goes while they still run.
     depends_on: Sequence[pulumi.Resource] = ()
+    # gpucluster:teams' namespaces by team (Cluster.team_namespaces): the ConfigMap in each too, which their
+    # members may read (they may not read the training namespace's).
+    team_namespaces: Mapping[str, pulumi.Resource] = field(default_factory=dict)
 
 
 class ImageCache(pulumi.ComponentResource):
@@ -89,10 +92,13 @@ class ImageCache(pulumi.ComponentResource):
         aws.iam.RolePolicy(f"{name}-node-pull", role=args.node_role_name, policy=json.dumps(
             node_pull_policy(args.partition, args.region, args.account_id, self.prefix)),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[rule]))
-        k8s.core.v1.ConfigMap(
-            f"{name}-config", metadata={"name": CONFIG_MAP_NAME, "namespace": args.namespace,
-                                        "labels": {"app.kubernetes.io/part-of": "gpucluster"}},
-            data={CONFIG_MAP_KEY: self.base},
-            opts=pulumi.ResourceOptions(parent=self, provider=args.provider,
-                                        depends_on=[args.namespace_resource, *args.depends_on]))
+        for config_name, namespace, namespace_resource in (
+                (f"{name}-config", args.namespace, args.namespace_resource),
+                *((f"{name}-team-{team}-config", team, resource) for team, resource in args.team_namespaces.items())):
+            k8s.core.v1.ConfigMap(
+                config_name, metadata={"name": CONFIG_MAP_NAME, "namespace": namespace,
+                                       "labels": {"app.kubernetes.io/part-of": "gpucluster"}},
+                data={CONFIG_MAP_KEY: self.base},
+                opts=pulumi.ResourceOptions(parent=self, provider=args.provider,
+                                            depends_on=[namespace_resource, *args.depends_on]))
         self.register_outputs({"base": self.base, "prefix": self.prefix, "ruleRegistryId": rule.registry_id})
