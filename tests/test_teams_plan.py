@@ -10,7 +10,7 @@ import yaml
 
 from bootstrap.offline import plan_report, plan_text
 from components.core.planning import cost
-from components.core.planning import teams as planning
+from components.core.teams import plan as planning
 from tests.conftest import ROOT, plan, recording, stack_config
 
 P5_GPU_HOUR = 55.04 / 8  # p5.48xlarge, the catalog's us-east-1 list price per node-hour, 8 GPUs
@@ -39,12 +39,6 @@ def test_prods_two_teams_each_guaranteed_four_nodes_borrowing_the_rest():
     assert vision.worst_case_monthly_usd == round(128 * P5_GPU_HOUR * 730, 2) == 642867.2
     assert (vision.monthly_budget_usd, vision.weight, vision.members) == (150000, 1.0, 0)
 
-
-def test_the_plans_constants_are_the_programs():
-    from components.core.kube import launcher
-    from components.core.teams import queues
-
-    assert (planning.COHORT, planning.FABRIC_TEST_NODES) == (queues.COHORT, launcher.FABRIC_TEST_NODES)
 
 
 def test_a_stack_without_teams_has_no_teams_plan():

@@ -230,7 +230,7 @@ def reserved_nodes(recording: mocks.Recording) -> dict[str, int]:
 def teams_summary(cfg: config.StackConfig, recording: mocks.Recording) -> dict[str, Any] | None:
     """Each team's guaranteed and borrowable GPUs per pool, its worst-case month and the warnings; None
     without teams, so a stack without them plans as before."""
-    from components.core.planning import teams
+    from components.core.teams import plan as teams
 
     summary = teams.plan(cfg, reserved_nodes(recording))
     return None if summary is None else integral(summary.to_dict())

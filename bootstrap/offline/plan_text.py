@@ -236,7 +236,7 @@ def _plural(n: int, noun: str) -> str:
 
 
 def _teams(t: dict[str, Any] | None) -> list[str]:
-    """The teams' shares (components.core.planning.teams); nothing for a stack without teams."""
+    """The teams' shares (components.core.teams.plan); nothing for a stack without teams."""
     if t is None:
         return []
     out = ["", f"Teams (Kueue cohort {t['cohort']}: a guarantee each, borrowing what the others leave idle, fair "

@@ -3,7 +3,7 @@
 Admins get an entry with the cluster-admin access policy (components.aws.cluster). A team member
 gets an entry of type STANDARD whose only grant is a Kubernetes group, `gpucluster:team:<team>`
 (TeamConfig.group), and no access policy: the group is bound to a Role in the team's namespace
-(components.core.kube.teams), so the member can do there what that Role allows and nothing
+(components.core.teams.access), so the member can do there what that Role allows and nothing
 cluster-wide. EKS User Guide, "Create access entries": "If an access entry's type is STANDARD, and
 you want to use Kubernetes RBAC authorization, you can add one or more group names"; "Amazon EKS
 doesn't confirm that any Kubernetes RBAC objects that exist on your cluster include any of the group

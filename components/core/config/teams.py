@@ -4,7 +4,7 @@ A team is a namespace, a Kueue ClusterQueue in the stack's cohort and the
 people who may run jobs there. Its guarantee per GPU pool is whole nodes
 (given in GPUs, or as a share of the pool's maxNodes); the rest of each
 pool stays with the training namespace's queue, lent to whichever team
-needs it. What the shares become in Kueue is components.core.kube.teams';
+needs it. What the shares become in Kueue is components.core.teams.queues';
 whether they fit the pools is the stack's rule (`stack_problems`).
 """
 

@@ -24,13 +24,9 @@ from typing import Any
 from components.core.config import GpuPoolConfig, StackConfig
 from components.core.config.teams import TeamConfig
 from components.core.hardware import catalog
+from components.core.kube.launcher import FABRIC_TEST_NODES
 from components.core.planning.cost import HOURS_PER_MONTH
-
-# Of the layer above (tests/test_teams_plan.py holds them equal): the cohort every ClusterQueue of the stack
-# joins (components.core.teams.queues.COHORT), and the nodes of a pool's fabric test, which runs in the
-# training namespace (components.core.kube.launcher.FABRIC_TEST_NODES).
-COHORT = "gpucluster"
-FABRIC_TEST_NODES = 2
+from components.core.teams.queues import COHORT
 
 
 @dataclass(frozen=True)
