@@ -276,6 +276,9 @@ OTHER_BLOCKS = {  # the first line of each block that is not bash -> what checks
     "doctor: job llama ": "test_the_doctor_report_shown_is_doctor_s_report_of_that_bundle",
     "import os, torch.distributed as dist": "test_the_python_blocks_parse (a fragment: it needs a process group)",
     "gpucluster:cpuPools:": "test_the_parameter_server_example_is_a_valid_addition_to_prod",
+    "gpucluster:teams:": "tests/test_readme_teams.py: prod's teams",
+    "Teams (Kueue cohort ": "tests/test_readme_teams.py: the prod plan's Teams section",
+    "team vision (namespace vision): ": "tests/test_readme_teams.py: `status --team`'s spend line",
 }
 
 

@@ -207,3 +207,27 @@ def test_each_team_namespace_has_the_image_cache_config_map_and_a_job_pod_monito
         assert objects[("ConfigMap", team, "gpucluster-images")]["data"] == training["data"]
         assert objects[("PodMonitor", team, "gpucluster-jobs")]["spec"] == \
             objects[("PodMonitor", "training", "gpucluster-jobs")]["spec"]
+
+
+def test_team_pods_may_not_reach_the_node_and_ours_ask_for_nothing_it_refuses():
+    policy = team_access.pod_policy([VISION, LANGUAGE])
+    spec = policy["spec"]
+    assert spec["matchConstraints"]["namespaceSelector"] == {"matchExpressions": [
+        {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["vision", "language"]}]}
+    assert spec["matchConstraints"]["resourceRules"] == [{"apiGroups": [""], "apiVersions": ["v1"],
+                                                         "resources": ["pods"], "operations": ["CREATE"]}]
+    assert "matchConditions" not in spec  # whoever creates the pod: the job controller does, for a member's Job
+    messages = [v["message"] for v in spec["validations"]]
+    assert messages == ["a team's pod may not use the node's network, process or IPC namespace",
+                        "a team's pod may not mount a path of the node (hostPath)",
+                        "a team's pod may not run a privileged container",
+                        "a team's pod may add no capability but IPC_LOCK"]
+    for field in ("containers", "initContainers", "ephemeralContainers"):
+        assert all(f"object.spec.{field}.all(c, " in v["expression"] for v in spec["validations"][2:])
+    # What our workers add (EFA's memory pinning) is the one capability allowed.
+    from components.core.kube import workers
+    worker = workers.worker_container("worker", "img:1", P5, 8, "/fsx")
+    assert worker["securityContext"] == {"capabilities": {"add": list(team_access.ALLOWED_CAPABILITIES)}}
+    assert team_access.pod_policy_binding()["spec"] == {"policyName": "gpucluster-team-pods",
+                                                        "validationActions": ["Deny"]}
+    assert ("ValidatingAdmissionPolicy", "", "gpucluster-team-pods") in _k8s_objects("prod")

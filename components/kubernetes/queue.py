@@ -99,6 +99,12 @@ class Queue(pulumi.ComponentResource):
                 **k8s_opts, depends_on=[args.namespace_resource, *args.depends_on]))
             for policy in network_policy.training_policies(args.namespace, prometheus_stack.NAMESPACE)]
         team_objects = []
+        if args.teams:
+            pods = KubernetesObject(f"{name}-team-pod-policy", team_access.pod_policy(args.teams),
+                                    pulumi.ResourceOptions(parent=self, provider=args.provider))
+            team_objects += [pods, KubernetesObject(
+                f"{name}-team-pod-policy-binding", team_access.pod_policy_binding(),
+                pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[pods]))]
         for index, team in enumerate(args.teams):
             team_objects += self._team(f"{name}-team-{team.name}", team, shares[1 + index], args, flavors, custom)
         self.ready = [self.release, *flavors, cluster_queue, local_queue, *priorities, *self.network_policies,

@@ -122,3 +122,57 @@ def spend_reader_binding(namespace: str, teams: Sequence[TeamConfig]) -> dict[st
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": SPEND_READER},
         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": t.group} for t in teams],
     }
+
+
+# A team's pods stay in their sandbox whoever creates them (a member's Job makes its pods through the job
+# controller): no privileged container, no host namespaces or host paths, no capability but IPC_LOCK, which
+# libfabric's EFA provider needs to pin memory (components.core.kube.workers). The file system is mounted by
+# the node for the team's directory only (components.core.storage.fsx_volume); a privileged pod could mount
+# its root, or anything else of the node's.
+POD_POLICY = "gpucluster-team-pods"
+ALLOWED_CAPABILITIES = ("IPC_LOCK",)
+_CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
+
+
+def _every_container(condition: str) -> str:
+    return " && ".join(f"(!has(object.spec.{field}) || object.spec.{field}.all(c, {condition}))"
+                       for field in _CONTAINER_LISTS)
+
+
+def pod_policy(teams: Sequence[TeamConfig]) -> dict[str, Any]:
+    """Pods in the teams' namespaces: no way out to the node (checked on CREATE; a pod's spec is immutable
+    where it matters)."""
+    context = "has(c.securityContext)"
+    checks = [
+        ("!(has(object.spec.hostNetwork) && object.spec.hostNetwork) && !(has(object.spec.hostPID) && "
+         "object.spec.hostPID) && !(has(object.spec.hostIPC) && object.spec.hostIPC)",
+         "a team's pod may not use the node's network, process or IPC namespace"),
+        ("!has(object.spec.volumes) || object.spec.volumes.all(v, !has(v.hostPath))",
+         "a team's pod may not mount a path of the node (hostPath)"),
+        (_every_container(f"!({context} && has(c.securityContext.privileged) && c.securityContext.privileged)"),
+         "a team's pod may not run a privileged container"),
+        (_every_container(f"!({context} && has(c.securityContext.capabilities) && "
+                          "has(c.securityContext.capabilities.add)) || "
+                          f"c.securityContext.capabilities.add.all(cap, cap in {_cel_list(ALLOWED_CAPABILITIES)})"),
+         f"a team's pod may add no capability but {', '.join(ALLOWED_CAPABILITIES)}"),
+    ]
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": POD_POLICY},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "namespaceSelector": {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In",
+                                                            "values": [t.namespace for t in teams]}]},
+                "resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"],
+                                   "operations": ["CREATE"]}],
+            },
+            "validations": [{"expression": expression, "message": message, "reason": "Forbidden"}
+                            for expression, message in checks],
+        },
+    }
+
+
+def pod_policy_binding() -> dict[str, Any]:
+    return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": POD_POLICY}, "spec": {"policyName": POD_POLICY, "validationActions": ["Deny"]}}
