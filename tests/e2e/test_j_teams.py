@@ -5,8 +5,10 @@ equal weights, no borrowing or lending limits; the training namespace's ClusterQ
 ClusterQueues share the cohort `gpucluster`, with Kueue's fair sharing on and preemption {reclaimWithinCohort: Any,
 withinClusterQueue: Never} (components/core/kube/teams.py). A team's job is rendered as `bootstrap submit --file`
 renders it (bootstrap/jobs/render.py) in this process and applied by the harness: two dozen CLI processes would
-take longer than the scenarios. Each test first ends the jobs earlier prod tests left (the fabric test too), so the
-whole pool is idle.
+take longer than the scenarios; the budget and doctor scenarios run `submit`, `status` and `doctor` themselves, as a
+user does, with the spend from a fake Prometheus on 127.0.0.1 (--prometheus-url; the local control plane runs no
+Prometheus). Each test first ends the jobs earlier prod tests left (the fabric test too), so the whole pool is idle.
+Shared helpers: teams_support.py.
 
 KWOK plays the nodes: a pod runs until a test annotates it (finish), and no training process ever runs.
 """
@@ -15,184 +17,52 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
-from bootstrap import stackfile
-from bootstrap.jobs import render
-from components.core import versions
+from bootstrap.jobs import budget
+from bootstrap.verbs.jobs import common
+from components.core.observability import spend
 from local.kubectl import KubectlError
 
 from .conftest import Local, jsonpath
+from .teams_support import (
+    GPUS_PER_NODE,
+    GUARANTEED_NODES,
+    POOL,
+    POOL_NODES,
+    TEAMS,
+    TRAINJOBS,
+    WORKLOADS,
+    FakePrometheus,
+    Snapshot,
+    clear,
+    cluster_queue,
+    dumps_conditions,
+    entry,
+    env_of,
+    finish,
+    gpu_seconds,
+    gpu_seconds_from_conditions,
+    job_file,
+    job_of,
+    job_pods,
+    names,
+    path_of,
+    preempted,
+    reclaim,
+    rendered,
+    sampled,
+    snapshot,
+    submit,
+    wait_requeued,
+)
 from .test_b_gangs import condition, node_labels, running
 
-TEAMS = ("vision", "language")
-NAMESPACES = ("training", *TEAMS)
-POOL = "h100"
-GPUS_PER_NODE = 8  # p5.48xlarge
-POOL_NODES = 16
-GUARANTEED_NODES = 4  # each team's, Pulumi.prod.yaml
-WORKLOADS = "workloads.kueue.x-k8s.io"
-TRAINJOBS = "trainjobs.trainer.kubeflow.org"
-# Every kind a job of ours is (or makes): what a test ends before it starts.
-JOB_KINDS = f"{TRAINJOBS},mpijobs.kubeflow.org,jobsets.jobset.x-k8s.io,jobs.batch"
 CHECKPOINT_ENV = ("GPUCLUSTER_JOB", "GPUCLUSTER_CHECKPOINT_DIR")  # what a resumed job finds its checkpoint by
 ALICE = ("--as", "alice", "--as-group", "gpucluster:team:vision")  # a member of vision, impersonated
-
-
-def cluster_queue(team: str) -> str:
-    return f"gpucluster-team-{team}"
-
-
-def path_of(team: str) -> str:
-    """Kueue's name for a ClusterQueue in preemption messages: /<cohort>/<queue> (preemption.go buildCQPath)."""
-    return f"/gpucluster/{cluster_queue(team)}"
-
-
-# --- jobs -----------------------------------------------------------------------------------------------------
-
-
-def entry(name: str, team: str, nodes: int = 1, priority: str | None = None) -> dict:
-    """A job file's one entry, as a team member writes it for `bootstrap submit --file`."""
-    return {"name": name, "pool": POOL, "nodes": nodes, "launcher": "torchrun", "image": versions.DLC_PYTORCH_IMAGE,
-            "command": ["python", "-c", "print(1)"], "team": team, **({"priorityClass": priority} if priority else {})}
-
-
-def rendered(*entries: dict) -> list[render.Submission]:
-    """Each job as `submit` renders it, the stack loaded once for all of them."""
-    cfg, _, _ = stackfile.load_stack("prod", standins=True, overrides={"gpucluster:jobs": list(entries)})
-    subs = [render.build(cfg, i, from_file=True) for i in range(len(entries))]
-    for sub, job in zip(subs, entries):
-        assert (sub.namespace, sub.manifest["metadata"]["namespace"]) == (job["team"], job["team"]), \
-            f"submit renders team {job['team']}'s job {job['name']} into namespace {sub.namespace}"
-    return subs
-
-
-def submit(local: Local, subs: list[render.Submission], what: str) -> None:
-    """Create the jobs and the torchrun runtime they name, as `submit` does (as an admin)."""
-    runtimes = {s.runtime["metadata"]["name"]: s.runtime for s in subs if s.runtime is not None}
-    local.apply([*runtimes.values(), *(s.manifest for s in subs)], what)
-
-
-def names(prefix: str, count: int) -> list[str]:
-    return [f"{prefix}-{i:02d}" for i in range(count)]
-
-
-def job_pods(local: Local, namespace: str) -> list[dict]:
-    """The pods of jobs (owned by a batch Job), not the namespace's other pods (TensorBoard's)."""
-    return [p for p in local.pods(namespace)
-            if any(o["kind"] == "Job" for o in p["metadata"].get("ownerReferences", []))]
-
-
-def finish(local: Local, namespace: str, pods: list[dict]) -> None:
-    """End the pods with exit code 0: KWOK's stage for the annotation (local/kwok-stages.yaml)."""
-    if pods:
-        local.kubectl("annotate", "pod", *(p["metadata"]["name"] for p in pods), "-n", namespace, "--overwrite",
-                      "gpucluster.io/kwok-exit=0")
-
-
-def clear(local: Local) -> None:
-    """End every job in the training and team namespaces and wait until Kueue holds no quota for any."""
-    for namespace in NAMESPACES:
-        local.kubectl("delete", JOB_KINDS, "--all", "-n", namespace, "--cascade=background", "--wait=false",
-                      "--ignore-not-found")
-    local.wait(lambda: not [w for w in local.get(WORKLOADS)["items"] if w["metadata"]["namespace"] in NAMESPACES]
-               and not [p for ns in NAMESPACES for p in job_pods(local, ns)],
-               "the jobs earlier tests left, their Workloads and pods to go", timeout=120)
-
-
-def env_of(pod: dict) -> dict[str, str]:
-    return {e["name"]: e.get("value") for c in pod["spec"]["containers"] for e in c.get("env", [])}
-
-
-# --- what Kueue admitted, sampled -------------------------------------------------------------------------------
-
-
-def job_of(wl: dict) -> str:
-    return next(o["name"] for o in wl["metadata"].get("ownerReferences", []) if o["kind"] == "TrainJob")
-
-
-def gpus_of(wl: dict) -> int:
-    """GPUs the Workload holds quota for (Kueue's own count: status.admission.podSetAssignments[].resourceUsage)."""
-    return sum(int(ps.get("resourceUsage", {}).get("nvidia.com/gpu", "0"))
-               for ps in jsonpath(wl, "status", "admission", "podSetAssignments", default=[]))
-
-
-@dataclass
-class Snapshot:
-    """The teams' Workloads at one moment: admitted (holding quota, not finished), pending, finished."""
-
-    at: float  # time.monotonic()
-    wall: float  # time.time(), to compare with the API server's condition timestamps
-    workloads: list[dict]
-    admitted: dict[str, dict[str, int]] = field(default_factory=dict)  # team -> {job: GPUs}
-    pending: dict[str, set[str]] = field(default_factory=dict)
-    finished: dict[str, set[str]] = field(default_factory=dict)
-    ready: bool = True  # every admitted Workload has PodsReady=True
-
-    def gpus(self, team: str) -> int:
-        return sum(self.admitted[team].values())
-
-    def nodes(self, team: str) -> int:
-        return self.gpus(team) // GPUS_PER_NODE
-
-    def workload(self, team: str, job: str) -> dict:
-        return next(w for w in self.workloads if w["metadata"]["namespace"] == team and job_of(w) == job)
-
-
-def snapshot(local: Local) -> Snapshot:
-    items = [w for w in local.get(WORKLOADS)["items"] if w["metadata"]["namespace"] in TEAMS]
-    snap = Snapshot(time.monotonic(), time.time(), items, {t: {} for t in TEAMS}, {t: set() for t in TEAMS},
-                    {t: set() for t in TEAMS})
-    for wl in items:
-        team, job = wl["metadata"]["namespace"], job_of(wl)
-        if condition(wl, "Finished"):
-            snap.finished[team].add(job)
-        elif condition(wl, "Admitted"):
-            snap.admitted[team][job] = gpus_of(wl)
-            snap.ready = snap.ready and condition(wl, "PodsReady")
-        else:
-            snap.pending[team].add(job)
-    return snap
-
-
-def gpu_seconds(samples: list[Snapshot], team: str) -> float:
-    """What the team held between samples (each sample's GPUs until the next sample)."""
-    return sum(a.gpus(team) * (b.at - a.at) for a, b in zip(samples, samples[1:]))
-
-
-def _timestamp(wl: dict, kind: str) -> float | None:
-    stamp = next((c["lastTransitionTime"] for c in jsonpath(wl, "status", "conditions", default=[])
-                  if c["type"] == kind and c["status"] == "True"), None)
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() if stamp else None
-
-
-def gpu_seconds_from_conditions(final: Snapshot, team: str, start: float, end: float) -> float:
-    """The same from Kueue's condition times (whole seconds): each finished Workload's Admitted -> Finished,
-    clipped to [start, end] (wall clock). Its last admission only: fine once nothing is preempted any more."""
-    total = 0.0
-    for wl in final.workloads:
-        admitted, done = _timestamp(wl, "Admitted"), _timestamp(wl, "Finished")
-        if wl["metadata"]["namespace"] == team and admitted is not None and done is not None:
-            total += max(0.0, min(done, end) - max(admitted, start)) * GPUS_PER_NODE * int(
-                jsonpath(wl, "spec", "podSets", 0, "count", default=1))
-    return total
-
-
-def sampled(local: Local, samples: list[Snapshot], done) -> object:
-    """A check for local.wait that records every snapshot it takes."""
-    def check():
-        snap = snapshot(local)
-        samples.append(snap)
-        return done(snap) and snap
-    return check
-
-
-def preempted(wl: dict) -> dict | None:
-    return next((c for c in jsonpath(wl, "status", "conditions", default=[])
-                 if c["type"] == "Preempted" and c["status"] == "True"), None)
 
 
 def round_over(ending: dict[str, set[str]]):
@@ -274,22 +144,12 @@ def test_a_team_within_its_guarantee_reclaims_lent_gpus_and_the_borrowers_jobs_r
     requeued and not deleted, and run again, from the same checkpoint directory, once language's job ends."""
     local = cluster("prod")
     clear(local)
-    lent = names("vision-lent", POOL_NODES)
-    submit(local, rendered(*(entry(n, "vision") for n in lent)), "vision's 16 jobs")
-    full = local.wait(lambda: (s := snapshot(local)).nodes("vision") == POOL_NODES and s.ready and s,
-                      "vision's 16 jobs to run on the whole pool", timeout=150)
-    before = {p["metadata"]["labels"]["gpucluster.io/job"]: p for p in running(job_pods(local, "vision"))}
-    assert sorted(before) == lent
-
-    samples = [full]
-    submit(local, rendered(entry("language-reclaim", "language", nodes=GUARANTEED_NODES)), "language's 4-node job")
-    after = local.wait(sampled(local, samples, lambda s: s.nodes("language") == GUARANTEED_NODES and s.ready
-                               and len(s.pending["vision"]) == 4),
-                       "language's job to be admitted whole and 4 of vision's to wait", timeout=90)
+    reclaimed = reclaim(local, "vision-lent", "language-reclaim")
+    samples, after, before = reclaimed.samples, reclaimed.after, reclaimed.before
     # vision never dropped below its guarantee; Kueue took back exactly the 4 nodes language asked for.
     assert min(s.nodes("vision") for s in samples) == POOL_NODES - GUARANTEED_NODES >= GUARANTEED_NODES
     assert after.nodes("vision") == POOL_NODES - GUARANTEED_NODES
-    victims = sorted(after.pending["vision"])
+    victims = reclaimed.victims
     for job in victims:
         wl = after.workload("vision", job)
         reason = preempted(wl)
@@ -298,8 +158,7 @@ def test_a_team_within_its_guarantee_reclaims_lent_gpus_and_the_borrowers_jobs_r
                f"preemptor path: {path_of('language')}; preemptee path: {path_of('vision')}" in reason["message"]
         assert not condition(wl, "QuotaReserved")
     # Requeued, not deleted: the Workloads wait in vision's queue, the TrainJobs are suspended, their pods gone.
-    local.wait(lambda: all(condition(snapshot(local).workload("vision", j), "Requeued") for j in victims),
-               "the preempted Workloads to be requeued")
+    wait_requeued(local, victims)
     for job in victims:
         assert local.get(TRAINJOBS, job, "vision")["spec"]["suspend"] is True
     local.wait(lambda: not [p for p in job_pods(local, "vision") if p["metadata"]["labels"]["gpucluster.io/job"]
@@ -328,10 +187,6 @@ def test_a_team_within_its_guarantee_reclaims_lent_gpus_and_the_borrowers_jobs_r
     print(f"\nreclaim: preempted and resumed {', '.join(victims)}; checkpoint directory "
           f"{env_of(resumed[victims[0]])['GPUCLUSTER_CHECKPOINT_DIR']}")
     clear(local)
-
-
-def dumps_conditions(wl: dict) -> str:
-    return json.dumps(jsonpath(wl, "status", "conditions", default=[]), indent=1)
 
 
 # --- 3. access --------------------------------------------------------------------------------------------------
@@ -410,16 +265,170 @@ def test_a_member_runs_jobs_in_their_own_team_namespace_only(cluster):
     clear(local)
 
 
-# Still to prove here, once their verbs land (issue 29; other parts of the work are building them):
-#
-# - Budget refusal, end to end: with a team's month-to-date spend near its monthlyBudgetUsd (the recorded spend
-#   the verb reads), `bootstrap submit --stack prod --file <a vision job>` exits non-zero naming the team, the
-#   budget and the job's worst-case cost, and creates nothing (no TrainJob, no Workload in vision); the admin
-#   override flag submits it and says so in its output; `bootstrap status --team vision` shows the month's spend.
-#
-# - doctor's team causes, end to end, from Kueue's own messages on this cluster: a team job waiting past its share
-#   while the cohort is full (QuotaReserved=False, "insufficient unused quota ... in flavor pool-h100") is reported
-#   as over its share and waiting to borrow; a job preempted by another team reclaiming lent GPUs (Preempted=True,
-#   reason InCohortReclamation, "preemptor path: /gpucluster/gpucluster-team-language") is reported as preempted
-#   to give back lent capacity, naming the team; a job refused by the budget is reported as budget reached; each
-#   read back the same from its `doctor --collect` bundle with `doctor --from`.
+# --- 4. budget --------------------------------------------------------------------------------------------------
+
+# The refusal's and the summary's words: bootstrap/jobs/budget.py Verdict (refusal, warning, summary).
+HOW = ("Either lower the job's bound (maxCostUsd, runPolicy.activeDeadlineSeconds) or its nodes, cancel what can "
+       "wait, or raise teams[].monthlyBudgetUsd and `pulumi up`, or, as an admin, submit anyway with --over-budget")
+
+
+def asked_the_month(prometheus: FakePrometheus, since: datetime, start: float, end: float) -> None:
+    """The CLI asked for vision's USD and GPU-hours over exactly the seconds from 00:00 UTC on the 1st to its now."""
+    assert sorted(a.get("metric", "?") for a in prometheus.asked) == sorted([spend.TEAM_COST, spend.TEAM_GPUS]), \
+        prometheus.asked
+    for asked in prometheus.asked:
+        assert asked["namespace"] == "vision" and start <= asked["time"] <= end, (asked, start, end)
+        assert abs(asked["window"] - (asked["time"] - since.timestamp())) < 1, (asked, since)
+    prometheus.asked.clear()
+
+
+@pytest.mark.stack("prod")
+def test_submit_refuses_a_team_job_past_its_budget_and_an_admin_overrides_it(cluster, tmp_path):
+    """vision's spend this month (a fake Prometheus on 127.0.0.1, through --prometheus-url) is 149,980 USD of its
+    150,000: `submit --team vision` of a one-hour job on one p5.48xlarge (55.04 USD/h, components/core/hardware/
+    catalog.py: prod sets no prices) is refused, exit 1, and creates nothing; with --over-budget it is submitted, says so, and Kueue admits it to
+    vision's ClusterQueue. With the spend at 12,345.67 USD a job bounded by maxCostUsd is submitted, with what it
+    leaves of the budget; `status --team vision` lists both jobs and the month's spend against the budget."""
+    local = cluster("prod")
+    clear(local)
+    over = job_file(tmp_path, {**entry("vision-over", "vision"), "runPolicy": {"activeDeadlineSeconds": 3600}})
+    within = job_file(tmp_path, {**entry("vision-within", "vision"), "maxCostUsd": 1000})
+    since = budget.month_start(datetime.now(UTC))
+    spent = (f"team vision has spent $149,980.00 this month (since {since:%Y-%m-%d} UTC) and job 'vision-over' may "
+             "cost up to $55.04 more: $150,035.04, over its monthly budget of $150,000.00")
+    with FakePrometheus({"vision": 149980.0, "language": 0.0}) as prometheus:
+        args = ("--stack", "prod", "--team", "vision", "--prometheus-url", prometheus.url)
+        start = time.time()
+        done = local.cli("submit", *args, "--file", over)
+        asked_the_month(prometheus, since, start, time.time())
+        assert (done.returncode, done.stdout) == (1, ""), done.stderr
+        assert done.stderr.splitlines()[-1] == f"python -m bootstrap submit: error: not submitted: {spent}. {HOW}"
+        assert local.get(TRAINJOBS, namespace="vision")["items"] == []
+        assert [w for w in local.get(WORKLOADS)["items"] if w["metadata"]["namespace"] == "vision"] == []
+
+        done = local.cli("submit", *args, "--file", over, "--over-budget")
+        warning = f"OVER BUDGET: submitted anyway (--over-budget): {spent}"
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.splitlines()[0] == warning
+        assert f"python -m bootstrap submit: warning: {warning}" in done.stderr.splitlines()
+        assert local.get(TRAINJOBS, "vision-over", "vision")["metadata"]["namespace"] == "vision"
+        admitted = local.wait(lambda: "vision-over" in (s := snapshot(local)).admitted["vision"] and s,
+                              "Kueue to admit the job submitted over the budget")
+        assert admitted.workload("vision", "vision-over")["status"]["admission"]["clusterQueue"] \
+            == cluster_queue("vision")
+        assert admitted.admitted["vision"] == {"vision-over": GPUS_PER_NODE}
+
+        prometheus.usd["vision"] = 12345.67
+        prometheus.asked.clear()
+        done = local.cli("submit", *args, "--file", within)
+        assert done.returncode == 0, done.stderr
+        deadline = int(1000 / 55.04 * 3600)  # what maxCostUsd 1000 buys of one node
+        assert done.stdout.splitlines()[:2] == [
+            f"submitted TrainJob vision-within to vision: 1 x p5.48xlarge, $55.04/h while it runs; deadline "
+            f"{common.duration(deadline)}",
+            "budget: team vision has spent $12,345.67 of $150,000.00 this month; this job's worst case $999.99 leaves "
+            "$136,654.34"]
+        assert "OVER BUDGET" not in done.stdout + done.stderr and len(prometheus.asked) == 2
+        # Running, for `status`, is the TrainJob's own word: a ready Job in status.jobsStatus (bootstrap/jobs/state.py).
+        local.wait(lambda: (s := snapshot(local)).nodes("vision") == 2 and s.ready and all(
+            any(j.get("ready") for j in jsonpath(tj, "status", "jobsStatus", default=[]))
+            for tj in local.get(TRAINJOBS, namespace="vision")["items"]), "both of vision's jobs to run")
+
+        done = local.cli("status", *args, "--json")
+        assert done.returncode == 0, done.stderr
+        report = json.loads(done.stdout)
+        assert since <= datetime.fromisoformat(report["spend"]["at"]) <= datetime.now(UTC)
+    assert sorted((j["name"], j["phase"]) for j in report["jobs"]) == [("vision-over", "Running"),
+                                                                     ("vision-within", "Running")]
+    assert {k: v for k, v in report.items() if k != "jobs"} == {
+        "team": "vision", "namespace": "vision", "budgetUsd": 150000.0, "spendUnknown": None,
+        "spend": {"usd": 12345.67, "gpuHours": 224.5, "since": since.isoformat(), "at": report["spend"]["at"],
+                  "partial": None},
+        "usedShare": 0.0823, "leftUsd": 137654.33}
+    clear(local)
+
+
+# --- 5. doctor ---------------------------------------------------------------------------------------------------
+
+
+def doctor(local: Local, job: str, prometheus: FakePrometheus, bundle: Path) -> list[dict]:
+    """`doctor JOB --stack prod --namespace vision --json` (the spend from `prometheus`, the bundle collected into
+    `bundle`): its findings, the same when `doctor --from` reads the bundle back."""
+    done = local.cli("doctor", job, "--stack", "prod", "--namespace", "vision", "--prometheus-url", prometheus.url,
+                     "--collect", str(bundle), "--json")
+    assert done.returncode == 1, (done.stdout, done.stderr)  # causes found
+    findings = json.loads(done.stdout)["findings"]
+    again = local.cli("doctor", "--from", str(bundle), "--json")
+    assert again.returncode == 1 and json.loads(again.stdout)["findings"] == findings, again.stdout
+    return findings
+
+
+def waits_for_gpus(wl: dict) -> bool:
+    """Kueue's flavor assigner said the Workload waits for the pool's GPUs (QuotaReserved=False, flavorassigner.go)."""
+    reserved = next((c for c in jsonpath(wl, "status", "conditions", default=[]) if c["type"] == "QuotaReserved"), {})
+    return (reserved.get("status") == "False"
+            and "insufficient unused quota for nvidia.com/gpu in flavor pool-h100" in reserved.get("message", ""))
+
+
+@pytest.mark.stack("prod")
+def test_doctor_names_the_team_causes_from_kueue_s_own_messages(cluster, tmp_path):
+    """The reclaim situation (vision's 16 jobs on the pool, language's 4-node job takes its guarantee back), then one
+    more vision job, of 2 nodes: Kueue v0.19.2 never evaluates a job of the same shape as one that did not fit (its
+    SchedulingEquivalenceHashing, Beta and on since v0.18: pkg/cache/queue/cluster_queue.go PushOrUpdate L441-447),
+    so a 1-node job would get no QuotaReserved message at all. doctor says of a preempted vision job that team
+    language took back the GPUs vision had borrowed (team-preempted); of the new one, that vision is past its
+    guarantee and waits to borrow what language holds (team-over-share); with vision's spend past its budget, that
+    the team has spent it (team-budget-reached). Each the same read back from its bundle (`doctor --from`)."""
+    local = cluster("prod")
+    clear(local)
+    reclaimed = reclaim(local, "vision-doc", "language-doc")
+    submit(local, rendered(entry("vision-more", "vision", nodes=2)), "one more vision job, of 2 nodes")
+    wait_requeued(local, reclaimed.victims)
+    # Once requeued, Kueue evaluates one of the victims again (and skips its equals): that one also says why it waits.
+    def explained(s: Snapshot) -> bool:
+        return (s.pending["vision"] == {*reclaimed.victims, "vision-more"}
+                and waits_for_gpus(s.workload("vision", "vision-more"))
+                and any(waits_for_gpus(s.workload("vision", j)) for j in reclaimed.victims))
+
+    now = local.wait(lambda: explained(s := snapshot(local)) and s, "Kueue to say why a victim and the extra job wait")
+    victim = next(j for j in reclaimed.victims if waits_for_gpus(now.workload("vision", j)))
+    waiting = now.workload("vision", "vision-more")
+    preemptor = now.workload("language", "language-doc")["metadata"]["uid"]
+    held = "team language: 32 of its 32 guaranteed"
+    with FakePrometheus({"vision": 12345.67, "language": 0.0}) as prometheus:
+        (finding,) = doctor(local, victim, prometheus, tmp_path / "preempted")
+        assert (finding["cause"], finding["title"]) == (
+            "team-preempted", f"Workload {now.workload('vision', victim)['metadata']['name']} was preempted: team "
+                              "language took back GPUs team vision had borrowed"), finding
+        assert finding["details"] == {"reason": "InCohortReclamation", "preemptor": cluster_queue("language"),
+                                      "preemptee": cluster_queue("vision"), "requeued": True,
+                                      "preemptorWorkloadUid": preemptor}
+        assert finding["fix"].startswith(
+            "team vision ran past its guarantee on GPUs lent by the cohort, and team language asked for them "
+            "(reclamation within the cohort). Kueue requeued the job"), finding["fix"]
+        assert f"The GPUs of pool-h100 are held now by {held}." in finding["fix"]
+
+        (finding,) = doctor(local, "vision-more", prometheus, tmp_path / "over-share")
+        assert (finding["cause"], finding["title"]) == (
+            "team-over-share", f"Workload {waiting['metadata']['name']} waits to borrow: team vision uses 32 of its 32 "
+                               "guaranteed GPUs of pool-h100 (+64 borrowed) and the job needs 16 more"), finding
+        assert finding["details"] == {
+            "queue": cluster_queue("vision"), "flavor": "pool-h100", "guaranteed": 32, "using": 96, "borrowed": 64,
+            "borrowingLimit": None, "request": 16, "moreNeeded": 16, "maximum": None, "heldBy": held,
+            "holders": [{"queue": cluster_queue("language"), "using": 32, "borrowed": 0}]}
+        assert finding["fix"].startswith(
+            "the job asks 16 GPUs, past team vision's guarantee, and the cohort has none idle to lend (it has no "
+            f"borrowing limit). The GPUs of pool-h100 are held by {held}."), finding["fix"]
+
+        prometheus.usd["vision"] = 151872.4
+        month = datetime.now(UTC)
+        over_share, reached = doctor(local, "vision-more", prometheus, tmp_path / "budget")
+    assert (over_share["cause"], reached["cause"]) == ("team-over-share", "team-budget-reached")
+    assert reached["title"] == "team vision has spent its monthly budget (151,872 of 150,000 USD)"
+    assert reached["details"] == {"team": "vision", "spendUsd": 151872.4, "monthlyBudgetUsd": 150000.0,
+                                  "month": f"{month:%Y-%m}"}
+    (evidence,) = reached["evidence"]
+    assert (evidence["source"], evidence["where"], evidence["text"]) == (
+        "metric", f"team vision (Prometheus, since {budget.month_start(month):%Y-%m-%d} 00:00 UTC)",
+        f"month-to-date spend 151,872.40 USD of its monthlyBudgetUsd 150,000.00 (101 %), {month:%Y-%m} (UTC)")
+    clear(local)
