@@ -44,7 +44,7 @@ def prod():
 
 
 def team_resources(rec, type_: str) -> list:
-    return [r for r in rec.of_type(type_) if "-team-" in r.name]
+    return [r for r in rec.of_type(type_) if "-team-" in r.name or "-member-" in r.name]
 
 
 # -- namespaces --------------------------------------------------------------------
@@ -70,7 +70,10 @@ def test_each_member_gets_one_standard_entry_mapped_to_its_team_group_and_no_acc
     for team, arns in MEMBERS.items():
         for arn in arns:
             entry = entries[arn]
-            assert entry.name == f"gpucluster-prod-team-{team}-{cluster_access.principal_slug(arn)}"
+            # Named after the principal alone (one entry per principal: EKS); known by its admin name too.
+            slug = cluster_access.principal_slug(arn)
+            assert entry.name == f"gpucluster-prod-member-{slug}"
+            assert entry.aliases == [f"gpucluster-prod-admin-{slug}"]
             assert entry.inputs["kubernetesGroups"] == [f"gpucluster:team:{team}"]
             assert entry.inputs["type"] == "STANDARD" and "username" not in entry.inputs
             assert entry.inputs["clusterName"] == eks.outputs["name"] and prod.depends_on(entry, eks)
@@ -84,6 +87,28 @@ def test_each_member_gets_one_standard_entry_mapped_to_its_team_group_and_no_acc
     provider = prod.named("gpucluster-prod-k8s")
     assert all(prod.depends_on(provider, a) for a in associations)
     assert not any(prod.depends_on(provider, entry) for entry in entries.values())
+
+
+def test_a_member_moved_to_another_team_keeps_its_entry_and_only_its_group_changes(prod):
+    arn = MEMBERS["vision"][0]
+    moved = {t: [a for a in arns if a != arn] for t, arns in MEMBERS.items()}
+    moved["language"] = [*moved["language"], arn]
+    rec = recording("prod", {"gpucluster:teams": prod_teams(moved), "gpucluster:jobPolicyArns": EXTRA})
+
+    def entry(r):
+        return next(e for e in team_resources(r, ACCESS_ENTRY) if e.inputs["principalArn"] == arn)
+
+    assert entry(rec).name == entry(prod).name  # an update in place, never a second entry for the principal
+    assert (entry(prod).inputs["kubernetesGroups"], entry(rec).inputs["kubernetesGroups"]) == (
+        ["gpucluster:team:vision"], ["gpucluster:team:language"])
+
+
+def test_an_admin_entry_answers_to_the_member_name_of_its_principal(prod):
+    # An admin who becomes a member (or back) in one `pulumi up`: the alias makes it the same entry updated,
+    # not a new one EKS would refuse while the old one still exists.
+    for admin in prod.of_type(ACCESS_ENTRY):
+        if admin.name.startswith("gpucluster-prod-admin-"):
+            assert admin.aliases == [admin.name.replace("-admin-", "-member-", 1)]
 
 
 def test_member_entries_keep_their_names_when_members_are_reordered(prod):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from components.core.config import GpuPoolConfig, SystemNodesConfig
+from components.core.config import CpuPoolConfig, GpuPoolConfig, SystemNodesConfig
 from components.core.config.teams import TeamConfig
 from components.core.kube import queueing
 from components.core.teams import access as team_access
@@ -30,10 +30,9 @@ def quotas(queue: dict) -> dict[str, dict[str, dict[str, str]]]:
 
 
 def all_queues(pools=(P5,), team_list=(VISION, LANGUAGE)) -> dict[str, dict]:
-    shares = teams.system_shares(SYSTEM, queueing.covered_resources(pools), 1 + len(team_list))
-    out = {queueing.CLUSTER_QUEUE: teams.training_cluster_queue(pools, SYSTEM, shares[0], "training", team_list)}
-    for index, team in enumerate(team_list):
-        out[teams.cluster_queue_name(team)] = teams.team_cluster_queue(team, pools, shares[1 + index])
+    out = {queueing.CLUSTER_QUEUE: teams.training_cluster_queue(pools, SYSTEM, "training", team_list)}
+    for team in team_list:
+        out[teams.cluster_queue_name(team)] = teams.team_cluster_queue(team, pools, SYSTEM)
     return out
 
 
@@ -52,7 +51,7 @@ def test_each_team_is_guaranteed_whole_nodes_and_its_limits_and_the_training_que
     assert training["nvidia.com/gpu"] == {"nominalQuota": "64"}  # 16 - 4 - 4 nodes
 
 
-def test_the_cohort_holds_exactly_the_pools_and_the_system_share_once():
+def test_the_cohort_holds_exactly_the_gpu_pools_and_every_queue_holds_the_rest_whole_never_lent():
     queues = all_queues()
     for resource, whole in queueing.pool_quota(P5, queueing.covered_resources([P5])).items():
         total = sum(queueing.split_quantity(quotas(q)["pool-h100"][resource]["nominalQuota"])[0]
@@ -61,18 +60,21 @@ def test_the_cohort_holds_exactly_the_pools_and_the_system_share_once():
     system = queueing.system_quota(SYSTEM, queueing.covered_resources([P5]))
     assert system == {"cpu": "12000m", "memory": "48Gi", "nvidia.com/gpu": "0", "vpc.amazonaws.com/efa": "0",
                       "hugepages-2Mi": "0"}
-    parts = [quotas(q)["system"] for q in queues.values()]
-    assert [p["cpu"]["nominalQuota"] for p in parts] == ["4000m", "4000m", "4000m"]
-    assert [p["memory"]["nominalQuota"] for p in parts] == ["16Gi", "16Gi", "16Gi"]
-    # No limits on the system flavor: a team's launcher never counts as borrowing.
-    assert all(set(p["cpu"]) == {"nominalQuota"} for p in parts)
+    # Launchers and chiefs: each queue holds the system flavor whole, and neither lends nor borrows it, so a
+    # team's launcher never makes its queue a borrower (whose every job a reclaim may preempt).
+    for queue in queues.values():
+        assert quotas(queue)["system"] == {r: {"nominalQuota": q, "borrowingLimit": "0", "lendingLimit": "0"}
+                                           for r, q in system.items()}
 
 
-def test_an_uneven_system_split_leaves_the_remainder_with_the_training_queue():
-    shares = teams.system_shares(SystemNodesConfig(instance_type="m7i.2xlarge", count=2), ["cpu", "memory"], 3)
-    # half of 2 x (8 vCPU, 32 GiB): 8000m and 32Gi over three queues.
-    assert shares == [{"cpu": "2668m", "memory": "12Gi"}, {"cpu": "2666m", "memory": "10Gi"},
-                      {"cpu": "2666m", "memory": "10Gi"}]
+def test_a_cpu_pool_is_held_whole_by_every_queue_and_never_lent():
+    ps = CpuPoolConfig(name="ps", instance_type="m7i.8xlarge", max_nodes=4)
+    queues = all_queues(pools=(P5, ps))
+    whole = queueing.pool_quota(ps, queueing.covered_resources([P5, ps]))
+    for queue in queues.values():
+        assert quotas(queue)["pool-ps"] == {r: {"nominalQuota": q, "borrowingLimit": "0", "lendingLimit": "0"}
+                                            for r, q in whole.items()}
+        k8s.validate_custom(queue, "kueue.x-k8s.io_clusterqueues.yaml")
 
 
 def test_every_queue_is_in_the_cohort_with_fair_sharing_weights_and_reclaims_lent_capacity():
@@ -109,9 +111,14 @@ def test_the_manager_turns_fair_sharing_on_and_manages_the_team_namespaces():
     # v1beta2 has no fairSharing.enable (strict decoding refuses it); the strategies are required.
     assert config["fairSharing"] == {"preemptionStrategies": ["LessThanOrEqualToFinalShare",
                                                               "LessThanInitialShare"]}
+    # The training namespace, then the teams' sorted: reordering the teams restarts nothing.
     assert config["managedJobsNamespaceSelector"] == {"matchExpressions": [
-        {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["training", "vision", "language"]}]}
-    assert "fairSharing" not in queueing.manager_config("training")
+        {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["training", "language", "vision"]}]}
+    # blockAdmission waits on every queue's admitted jobs: with teams, one team's job waiting for nodes would
+    # hold every other team's admission.
+    assert config["waitForPodsReady"]["blockAdmission"] is False
+    alone = queueing.manager_config("training")
+    assert "fairSharing" not in alone and alone["waitForPodsReady"]["blockAdmission"] is True
 
 
 def test_a_member_may_run_jobs_and_read_their_pods_in_the_team_namespace_only():

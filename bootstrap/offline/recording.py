@@ -48,6 +48,7 @@ class Registration:
     secret_inputs: set[str] = field(default_factory=set)  # input paths that were secrets
     hooks: dict[str, list[str]] = field(default_factory=dict)  # {"before_delete": [hook names]}, bound hooks only
     custom_timeouts: dict[str, str] = field(default_factory=dict)  # {"update": "320m"}, the ones set
+    aliases: list[str] = field(default_factory=list)  # the names (or URNs) it was known by before
 
 
 @dataclass
@@ -144,6 +145,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                    if request.HasField("hooks") and list(getattr(request.hooks, kind))},
             custom_timeouts={kind: getattr(request.customTimeouts, kind) for kind in ("create", "update", "delete")
                              if request.HasField("customTimeouts") and getattr(request.customTimeouts, kind)},
+            aliases=[a.spec.name if a.HasField("spec") else a.urn for a in request.aliases] + list(request.aliasURNs),
         ))
         return response
 

@@ -183,8 +183,11 @@ class Cluster(pulumi.ComponentResource):
         admin_access = []
         for arn in dict.fromkeys(cfg.admin_principal_arns):
             slug = principal_slug(arn)
+            # An admin who was a team member keeps the member's entry (one per principal: EKS), and back.
             entry = aws.eks.AccessEntry(f"{name}-admin-{slug}", cluster_name=cluster.name, principal_arn=arn,
-                                        type="STANDARD", tags=tags, opts=child)
+                                        type="STANDARD", tags=tags, opts=pulumi.ResourceOptions.merge(
+                                            child, pulumi.ResourceOptions(aliases=[pulumi.Alias(
+                                                name=f"{name}-member-{slug}")])))
             admin_access.append(aws.eks.AccessPolicyAssociation(f"{name}-admin-{slug}-policy", cluster_name=cluster.name,
                                             principal_arn=entry.principal_arn,
                                             policy_arn=access_policy(partition),
@@ -193,7 +196,9 @@ class Cluster(pulumi.ComponentResource):
         # anything (components.core.cluster_access). Not the provider's dependency: the deployer is an admin.
         self.member_access = {entry.slug: aws.eks.AccessEntry(
             f"{name}-{entry.slug}", cluster_name=cluster.name, principal_arn=entry.principal_arn,
-            type=cluster_access.ENTRY_TYPE, kubernetes_groups=[entry.group], tags=tags, opts=child)
+            type=cluster_access.ENTRY_TYPE, kubernetes_groups=[entry.group], tags=tags,
+            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(aliases=[pulumi.Alias(
+                name=f"{name}-admin-{principal_slug(entry.principal_arn)}")])))
             for entry in cluster_access.member_entries(cfg.teams)}
 
         # Nodes get only what kubelet needs; the CNI's permissions go to its own

@@ -51,7 +51,10 @@ class MemberEntry:
 
     @property
     def slug(self) -> str:
-        return f"team-{self.team}-{principal_slug(self.principal_arn)}"
+        """Named after the principal alone: moving a member to another team updates its entry's group in
+        place (EKS allows one access entry per principal, and Pulumi creates a renamed resource before it
+        deletes the old one)."""
+        return f"member-{principal_slug(self.principal_arn)}"
 
 
 def member_entries(teams: Iterable) -> list[MemberEntry]:

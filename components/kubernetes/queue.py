@@ -78,10 +78,8 @@ class Queue(pulumi.ComponentResource):
         flavors = [custom(f"{name}-flavor-{f['metadata']['name']}", f, [])
                    for f in queueing.resource_flavors(args.pools)]
         if args.teams:
-            shares = team_queues.system_shares(args.system_nodes, queueing.covered_resources(args.pools),
-                                               1 + len(args.teams))
-            training_queue = team_queues.training_cluster_queue(args.pools, args.system_nodes, shares[0],
-                                                                args.namespace, args.teams, args.stop_policy)
+            training_queue = team_queues.training_cluster_queue(args.pools, args.system_nodes, args.namespace,
+                                                                args.teams, args.stop_policy)
         else:
             training_queue = queueing.cluster_queue(args.pools, args.system_nodes, args.namespace, args.stop_policy)
         cluster_queue = custom(f"{name}-cluster-queue", training_queue, flavors)
@@ -105,8 +103,8 @@ class Queue(pulumi.ComponentResource):
             team_objects += [pods, KubernetesObject(
                 f"{name}-team-pod-policy-binding", team_access.pod_policy_binding(),
                 pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[pods]))]
-        for index, team in enumerate(args.teams):
-            team_objects += self._team(f"{name}-team-{team.name}", team, shares[1 + index], args, flavors, custom)
+        for team in args.teams:
+            team_objects += self._team(f"{name}-team-{team.name}", team, args, flavors, custom)
         self.ready = [self.release, *flavors, cluster_queue, local_queue, *priorities, *self.network_policies,
                       *team_objects]
         if args.metrics_crds:
@@ -120,12 +118,12 @@ class Queue(pulumi.ComponentResource):
                                "stopPolicy": args.stop_policy, "kueueChartVersion": v.KUEUE_CHART_VERSION,
                                **({"teamClusterQueues": self.team_cluster_queues} if args.teams else {})})
 
-    def _team(self, name: str, team: TeamConfig, system_share: dict[str, str], args: QueueArgs,
-              flavors: list[KubernetesObject], custom) -> list[pulumi.Resource]:
+    def _team(self, name: str, team: TeamConfig, args: QueueArgs, flavors: list[KubernetesObject],
+              custom) -> list[pulumi.Resource]:
         """One team's ClusterQueue, LocalQueue, Role and binding, admission policy and NetworkPolicies."""
         namespace = args.team_namespaces[team.name]
-        queue = custom(f"{name}-cluster-queue", team_queues.team_cluster_queue(team, args.pools, system_share,
-                                                                         args.stop_policy), flavors)
+        queue = custom(f"{name}-cluster-queue", team_queues.team_cluster_queue(team, args.pools, args.system_nodes,
+                                                                               args.stop_policy), flavors)
         local = custom(f"{name}-local-queue", team_queues.local_queue(team), [queue, namespace],
                        replace_on_changes=["spec.clusterQueue"], delete_before_replace=True)
         plain = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[namespace])

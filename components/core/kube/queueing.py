@@ -122,13 +122,17 @@ def manager_config(namespace: str, team_namespaces: Sequence[str] = (),
             "recoveryTimeout": PODS_READY_RECOVERY_TIMEOUT,
             # One job at a time between admission and all pods ready: when GPU
             # capacity is short, two half-started jobs would each hold nodes
-            # the other needs until both time out.
-            "blockAdmission": True,
+            # the other needs until both time out. Not with teams: Kueue waits for
+            # every admitted workload of every ClusterQueue (pkg/cache/scheduler/cache.go
+            # podsReadyForAllAdmittedWorkloads), so one team's job waiting for nodes
+            # would hold every other team's admission, guarantees included.
+            "blockAdmission": fair_sharing is None,
             "requeuingStrategy": {"timestamp": "Eviction", "backoffLimitCount": REQUEUE_LIMIT,
                                   "backoffBaseSeconds": 60, "backoffMaxSeconds": 3600},
         },
         "integrations": {"frameworks": list(INTEGRATIONS)},
-        "managedJobsNamespaceSelector": managed_namespaces([namespace, *team_namespaces]),
+        # Sorted: reordering gpucluster:teams changes nothing (a new configuration restarts Kueue).
+        "managedJobsNamespaceSelector": managed_namespaces([namespace, *sorted(team_namespaces)]),
         # Fair sharing is on whenever the section is present (apis/config/v1beta2 has no `enable`).
         **({"fairSharing": fair_sharing} if fair_sharing is not None else {}),
     }

@@ -16,9 +16,9 @@ Kueue v0.19.2, v1beta2 (apis/kueue/v1beta2/clusterqueue_types.go):
   its guarantee is never preempted by another team. withinClusterQueue Never:
   a team's own jobs never preempt each other; priority orders its queue and
   picks the first victim among its borrowed jobs.
-- The system flavor (launchers, chiefs) is split evenly among the queues, so
-  a team's launchers never borrow: a queue that borrows anything could be
-  picked as a victim on that account.
+- The system flavor (launchers, chiefs) and CPU pools (parameter servers) are
+  held whole by every queue and never lent or borrowed (unshared_flavor): a
+  queue that borrows anything is a candidate victim for all its jobs.
 """
 
 from __future__ import annotations
@@ -75,29 +75,25 @@ def team_flavor(team: TeamConfig, pool: nodepool.Pool, resources: Sequence[str])
     return {"name": queueing.flavor_name(pool), "resources": rows}
 
 
-def system_shares(system: SystemNodesConfig, resources: Sequence[str], queues: int) -> list[dict[str, str]]:
-    """The system flavor's quota split among `queues` queues: the first (the training namespace's) keeps what
-    does not divide evenly."""
-    whole = queueing.system_quota(system, resources)
-    shares = []
-    for index in range(queues):
-        share = {}
-        for r, amount in whole.items():
-            number, unit = queueing.split_quantity(amount)
-            part = number // queues + (number % queues if index == 0 else 0)
-            share[r] = f"{part}{unit}"
-        shares.append(share)
-    return shares
+def unshared_flavor(flavor: str, quota: dict[str, str], resources: Sequence[str]) -> dict[str, Any]:
+    """A flavor every queue holds whole and never lends or borrows (borrowingLimit and lendingLimit 0): the
+    system nodes' launchers and chiefs, and CPU pools' parameter servers. A queue that borrows anything is a
+    candidate victim for all of its jobs on that resource, GPUs included: so nothing of a team's but GPUs
+    past its guarantee is ever borrowed. The quota is promised to each queue at once (the nodes hold far more
+    launchers than run); what does not fit waits for the scheduler, not for Kueue."""
+    return {"name": flavor, "resources": [{"name": r, "nominalQuota": quota[r], "borrowingLimit": "0",
+                                           "lendingLimit": "0"} for r in resources]}
 
 
-def _flavors(system_share: dict[str, str], pool_flavors: list[dict[str, Any]],
-             resources: Sequence[str]) -> list[dict[str, Any]]:
-    system = {"name": queueing.SYSTEM_FLAVOR,
-              "resources": [{"name": r, "nominalQuota": system_share[r]} for r in resources]}
-    return [system, *pool_flavors]
+def _flavors(pools: Sequence[nodepool.Pool], system: SystemNodesConfig, resources: Sequence[str],
+             gpu_flavor) -> list[dict[str, Any]]:
+    """The system flavor first, then each pool's: a GPU pool's from `gpu_flavor(pool)`, a CPU pool's unshared."""
+    return [unshared_flavor(queueing.SYSTEM_FLAVOR, queueing.system_quota(system, resources), resources),
+            *(unshared_flavor(queueing.flavor_name(p), queueing.pool_quota(p, resources), resources) if p.is_cpu
+              else gpu_flavor(p) for p in pools)]
 
 
-def team_cluster_queue(team: TeamConfig, pools: Sequence[nodepool.Pool], system_share: dict[str, str],
+def team_cluster_queue(team: TeamConfig, pools: Sequence[nodepool.Pool], system: SystemNodesConfig,
                        stop_policy: str = "None") -> dict[str, Any]:
     resources = queueing.covered_resources(pools)
     return {
@@ -112,25 +108,26 @@ def team_cluster_queue(team: TeamConfig, pools: Sequence[nodepool.Pool], system_
             "fairSharing": {"weight": format(team.weight, "g")},
             "resourceGroups": [{
                 "coveredResources": resources,
-                "flavors": _flavors(system_share, [team_flavor(team, p, resources) for p in pools], resources),
+                "flavors": _flavors(pools, system, resources, lambda p: team_flavor(team, p, resources)),
             }],
         },
     }
 
 
-def training_cluster_queue(pools: Sequence[nodepool.Pool], system: SystemNodesConfig, system_share: dict[str, str],
-                           namespace: str, teams: Sequence[TeamConfig], stop_policy: str = "None") -> dict[str, Any]:
-    """The training namespace's queue in the cohort: each pool less the teams' guarantees, lent while idle."""
+def training_cluster_queue(pools: Sequence[nodepool.Pool], system: SystemNodesConfig, namespace: str,
+                           teams: Sequence[TeamConfig], stop_policy: str = "None") -> dict[str, Any]:
+    """The training namespace's queue in the cohort: each GPU pool less the teams' guarantees, lent while idle."""
     resources = queueing.covered_resources(pools)
     queue = queueing.cluster_queue(pools, system, namespace, stop_policy)
-    flavors = []
-    for pool in pools:
-        nodes = pool.max_nodes - sum(guaranteed_nodes(t, pool) for t in teams)
-        quota = queueing.pool_quota_nodes(pool, resources, nodes)
-        flavors.append({"name": queueing.flavor_name(pool),
-                        "resources": [{"name": r, "nominalQuota": quota[r]} for r in resources]})
+
+    def remainder(pool: nodepool.Pool) -> dict[str, Any]:
+        quota = queueing.pool_quota_nodes(pool, resources, pool.max_nodes - sum(guaranteed_nodes(t, pool)
+                                                                                 for t in teams))
+        return {"name": queueing.flavor_name(pool), "resources": [{"name": r, "nominalQuota": quota[r]}
+                                                                  for r in resources]}
+
     spec = queue["spec"]
-    spec["resourceGroups"][0]["flavors"] = _flavors(system_share, flavors, resources)
+    spec["resourceGroups"][0]["flavors"] = _flavors(pools, system, resources, remainder)
     spec.update({"cohortName": COHORT, "preemption": dict(PREEMPTION), "fairSharing": {"weight": "1"}})
     return queue
 
