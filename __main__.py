@@ -74,10 +74,10 @@ storage = Storage(f"{name}-storage", StorageArgs(
 job_identity = JobIdentity(f"{name}-job-identity", JobIdentityArgs(
     cluster=cluster.name, namespace=cfg.training_namespace, bucket_arn=storage.bucket_arn,
     policy_arns=cfg.job_policy_arns, tags=cfg.tags, depends_on=cluster.core_addons))
-# And every pod of a team's namespace the team's role: its prefix of the bucket, and the stack's policies.
+# And every pod of a team's namespace the team's role: its prefix of the bucket, and the team's own policies.
 team_identities = {team.name: JobIdentity(job_identity_lib.team_identity_name(name, team.name), JobIdentityArgs(
     cluster=cluster.name, namespace=team.namespace, bucket_arn=storage.bucket_arn,
-    prefix=team_data.s3_prefix(team.name), policy_arns=cfg.job_policy_arns, tags=cfg.tags,
+    prefix=team_data.s3_prefix(team.name), policy_arns=team.job_policy_arns, tags=cfg.tags,
     depends_on=cluster.core_addons)) for team in cfg.teams}
 
 # Every pool in the GPU zone: EFA does not cross zones, and parameter servers sit beside their workers.

@@ -32,15 +32,18 @@ MEMBERS = {
 TEAMS = ("vision", "language")
 
 
-def prod_teams(members: dict[str, list[str]]) -> list[dict]:
-    """Pulumi.prod.yaml's teams, with members."""
+def prod_teams(members: dict[str, list[str]], policies: dict[str, list[str]] | None = None) -> list[dict]:
+    """Pulumi.prod.yaml's teams, with members (and job policies)."""
     teams = stack_yaml.parse((ROOT / "Pulumi.prod.yaml").read_text(), "gpucluster").config["gpucluster:teams"]
-    return [{**team, "members": members.get(team["name"], [])} for team in teams]
+    return [{**team, "members": members.get(team["name"], []),
+             **({"jobPolicyArns": policies[team["name"]]} if policies and team["name"] in policies else {})}
+            for team in teams]
 
 
 @pytest.fixture(scope="module")
 def prod():
-    return recording("prod", {"gpucluster:teams": prod_teams(MEMBERS), "gpucluster:jobPolicyArns": EXTRA})
+    return recording("prod", {"gpucluster:teams": prod_teams(MEMBERS, {"vision": EXTRA[:1]}),
+                              "gpucluster:jobPolicyArns": EXTRA})
 
 
 def team_resources(rec, type_: str) -> list:
@@ -177,12 +180,16 @@ def test_each_team_role_lists_and_touches_only_its_prefix_of_the_bucket(prod):
     assert [s["Resource"] for s in training["Statement"]] == [bucket, f"{bucket}/*"]
 
 
-def test_each_team_role_gets_the_stack_s_policies_as_the_training_role_does(prod):
-    for team in TEAMS:
+def test_each_team_role_gets_its_own_policies_never_the_training_namespace_s(prod):
+    # The stack's jobPolicyArns (an S3 read-only policy, say) would reach every team's prefix: they are the
+    # training role's only; a team's are teams[].jobPolicyArns.
+    for team, expected in (("vision", EXTRA[:1]), ("language", [])):
         role = prod.named(f"gpucluster-prod-team-{team}-job-role")
         attached = [r for r in prod.of_type(ATTACHMENT) if r.name.startswith(f"gpucluster-prod-team-{team}-job-")]
-        assert sorted(r.inputs["policyArn"] for r in attached) == sorted(EXTRA)
+        assert sorted(r.inputs["policyArn"] for r in attached) == expected
         assert all(r.inputs["role"] == role.outputs["name"] for r in attached)
+    training = [r.inputs["policyArn"] for r in prod.of_type(ATTACHMENT) if r.name.startswith("gpucluster-prod-job-")]
+    assert sorted(training) == sorted(EXTRA)
 
 
 def test_each_team_namespace_default_account_is_associated_after_the_agent(prod):

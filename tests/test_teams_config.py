@@ -111,7 +111,7 @@ BAD_TEAMS = [
      ["gpucluster:teams[0].pools.h100.guaranteedNodes: unknown key; known keys: borrowLimitGpus, guaranteedGpus, "
       "guaranteedShare, lendLimitGpus"]),
     ([{"name": "vision", "budget": 1}],
-     ["gpucluster:teams[0].budget: unknown key; known keys: members, monthlyBudgetUsd, name, pools, "
+     ["gpucluster:teams[0].budget: unknown key; known keys: jobPolicyArns, members, monthlyBudgetUsd, name, pools, "
       "priorityClasses, weight"]),
     ([{"pools": {}}], ["gpucluster:teams[0].name: is required (a lowercase DNS label of at most 24 characters)"]),
     ([{"name": "Vision_1"}], ["gpucluster:teams[0].name: got 'Vision_1'; must be a lowercase DNS label of at most 24 "
@@ -275,3 +275,16 @@ def test_a_budget_needs_a_month_of_metrics(observability, expected):
     assert problems(teams, **{"gpucluster:observability": observability}) == [expected]
     # Without a budget, any retention will do.
     stack_config("prod", {"gpucluster:teams": [{"name": "vision"}], "gpucluster:observability": observability})
+
+
+def test_a_team_s_arns_are_in_the_region_s_partition_and_its_policies_are_listed_once():
+    policy = "arn:aws:iam::aws:policy/AmazonSageMakerReadOnly"
+    assert problems([{"name": "vision", "jobPolicyArns": [policy, policy]}]) == [
+        "gpucluster:teams[0].jobPolicyArns[1]: repeats entry [0]"]
+    teams = [{"name": "vision", "members": ["arn:aws-cn:iam::210987654321:role/v"],
+              "jobPolicyArns": [policy, "arn:aws-us-gov:iam::aws:policy/X"]}]
+    assert problems(teams) == [
+        "gpucluster:teams[0].members[0]: got 'arn:aws-cn:iam::210987654321:role/v'; it is in partition aws-cn, but "
+        "aws:region us-east-1 is in aws: use arn:aws:...",
+        "gpucluster:teams[0].jobPolicyArns[1]: got 'arn:aws-us-gov:iam::aws:policy/X'; it is in partition aws-us-gov, "
+        "but aws:region us-east-1 is in aws: use arn:aws:..."]

@@ -347,6 +347,15 @@ class StackKeys(Model):
         return PAUSE_MODES[self.pause_mode] if self.paused else "None"
 
 
+def _partition_problems(region: str, lists: list[tuple[str, tuple[str, ...]]]) -> list[tuple[str, str]]:
+    """ARNs of another partition than the region's, by key path: IAM and EKS refuse them (IAM User Guide, "IAM
+    identifiers")."""
+    partition = partition_of(region)
+    return [(f"{key}[{index}]", f"got {show(arn)}; it is in partition {arn.split(':')[1]}, but aws:region {region} "
+                                f"is in {partition}: use arn:{partition}:...")
+            for key, arns in lists for index, arn in enumerate(arns) if arn.split(":")[1] != partition]
+
+
 def _declared_names(raw: Any) -> set[str] | None:
     """Every pool name the stack file declares, valid or not (None when gpuPools is not a list)."""
     if raw is None:
@@ -392,15 +401,17 @@ class StackConfig(StackKeys):
 
     @rule("admin_principal_arns", "job_policy_arns", "region")
     def _arns_in_the_region_s_partition(self):
-        # An ARN names its partition; IAM and EKS refuse one of another (IAM User Guide, "IAM identifiers").
         if not self.region:
             return
-        partition = partition_of(self.region)
-        for key, arns in (("adminPrincipalArns", self.admin_principal_arns), ("jobPolicyArns", self.job_policy_arns)):
-            for index, arn in enumerate(arns):
-                if arn.split(":")[1] != partition:
-                    yield f"{key}[{index}]", (f"got {show(arn)}; it is in partition {arn.split(':')[1]}, but aws:region "
-                                              f"{self.region} is in {partition}: use arn:{partition}:...")
+        yield from _partition_problems(self.region, [("adminPrincipalArns", self.admin_principal_arns),
+                                                     ("jobPolicyArns", self.job_policy_arns)])
+
+    @rule("teams", "region")
+    def _team_arns_in_the_region_s_partition(self):
+        if self.region:
+            yield from _partition_problems(self.region, [
+                (f"teams[{i}].{key}", arns) for i, team in entries(self.teams)
+                for key, arns in (("members", team.members), ("jobPolicyArns", team.job_policy_arns))])
 
     @rule("image_cache", "region")
     def _cache_in_region(self):

@@ -19,8 +19,14 @@ from pydantic import Field
 from components.core.config.base import Choice, Int, Model, Number, Text, rule
 from components.core.config.describe import DefaultText
 from components.core.config.jobs import TRAINING_PRIORITY
-from components.core.config.text.patterns import PRINCIPAL_ARN
-from components.core.config.values import DNS_LABEL, check_principal_arn
+from components.core.config.text.patterns import POLICY_ARN, PRINCIPAL_ARN
+from components.core.config.values import (
+    DNS_LABEL,
+    ROLE_MANAGED_POLICIES_MAX,
+    check_policy_arn,
+    check_principal_arn,
+    policy_list_problems,
+)
 from components.core.problems import show
 
 # Kueue WorkloadPriorityClasses a team's jobs may name (components.core.kube.queueing.TEAM_PRIORITY_CLASSES).
@@ -87,6 +93,13 @@ class TeamConfig(Model):
     monthly_budget_usd: Annotated[Number(gt=0) | None, DefaultText("none")] = Field(
         None, description="USD per calendar month (UTC) of GPU node time: alerts at 80% and 100%, and `bootstrap "
                           "submit` refuses a job whose worst case would pass it")
+    job_policy_arns: tuple[Text(allowed="an IAM managed policy ARN", short="IAM policy ARN",
+                                check=check_policy_arn, json_pattern=POLICY_ARN), ...] = Field(
+        (), json_schema_extra={"maxItems": ROLE_MANAGED_POLICIES_MAX, "uniqueItems": True},
+        description="IAM managed policies for the team's job role, besides read and write on its prefix "
+                    "`teams/<name>/` of the stack's bucket, which it always has; the stack's `jobPolicyArns` are the "
+                    f"training namespace's only; at most {ROLE_MANAGED_POLICIES_MAX}, no repeats, each in the "
+                    "partition of `aws:region`")
     priority_classes: tuple[Choice(*TEAM_PRIORITIES), ...] = Field(
         DEFAULT_TEAM_PRIORITIES, json_schema_extra={"minItems": 1, "uniqueItems": True},
         description="the Kueue priority classes the team's jobs may name (`jobs[].priorityClass`); others are refused "
@@ -100,6 +113,11 @@ class TeamConfig(Model):
     def group(self) -> str:
         """The Kubernetes group the team's access entries map to."""
         return f"gpucluster:team:{self.name}"
+
+    @rule("job_policy_arns")
+    def _job_policies(self):
+        for index, reason in policy_list_problems(self.job_policy_arns):
+            yield ("jobPolicyArns" if index < 0 else f"jobPolicyArns[{index}]"), reason
 
     @rule("priority_classes")
     def _priorities(self):
