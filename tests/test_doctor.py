@@ -112,6 +112,10 @@ CAPTURED = {
     "local-waiting-for-quota": ("waiting-for-quota", "other admitted jobs hold the pool's quota"),
     "local-queue-held": ("queue-inactive", "QuotaReserved=False reason Inadmissible: ClusterQueue gpucluster is "
                                            "inactive"),
+    # Kueue set the job aside unevaluated: no QuotaReserved, the cause read from its pod set and the queues.
+    "local-team-over-share-set-aside": ("team-over-share", "not admitted, no QuotaReserved condition 12 s after its "
+                                                           "creation; pod set node: 1 x 8 nvidia.com/gpu, nodeSelector "
+                                                           "gpucluster.io/pool=h100 (flavor pool-h100)"),
 }
 
 

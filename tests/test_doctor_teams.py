@@ -11,9 +11,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from bootstrap.doctor import causes, cohort, collect, rules_teams
+from bootstrap.doctor import causes, collect
 from bootstrap.doctor.bundle import Bundle, read_bundle
 from bootstrap.doctor.findings import condition
+from bootstrap.doctor.kueue import cohort, rules_teams
 from bootstrap.verbs.jobs import doctor
 from components.core.config.teams import TeamConfig
 from components.core.kube import queueing
@@ -24,6 +25,7 @@ from tests.test_doctor import DATA
 
 OVER, PREEMPTED, BUDGET = "team-over-share", "team-preempted", "team-budget-reached"
 VISION, LANGUAGE, TRAINING = "gpucluster-team-vision", "gpucluster-team-language", "gpucluster"
+GPU = "nvidia.com/gpu"
 PREEMPTION = ("Preempted to accommodate a workload (UID: e81f6c2d-4a9b-4e07-93d5-1c6b8a2f0d79, JobUID: "
               "6c3a9e1f-0b7d-4258-a4e6-2d9f8c1b5e03) due to reclamation within the cohort; preemptor path: "
               "/gpucluster/gpucluster-team-language; preemptee path: /gpucluster/gpucluster-team-vision")
@@ -66,12 +68,10 @@ def diagnose(bundle: Bundle) -> list:
 
 def test_the_bundles_queues_are_what_the_program_renders_for_the_prod_teams():
     cfg = stack_config("prod")
-    resources = queueing.covered_resources(cfg.gpu_pools)
-    shares = teams.system_shares(cfg.system_nodes, resources, 1 + len(cfg.teams))
-    rendered = {TRAINING: teams.training_cluster_queue(cfg.gpu_pools, cfg.system_nodes, shares[0],
-                                                       cfg.training_namespace, cfg.teams)}
-    for index, team in enumerate(cfg.teams):
-        rendered[teams.cluster_queue_name(team)] = teams.team_cluster_queue(team, cfg.gpu_pools, shares[1 + index])
+    rendered = {TRAINING: teams.training_cluster_queue(cfg.gpu_pools, cfg.system_nodes, cfg.training_namespace,
+                                                       cfg.teams)}
+    for team in cfg.teams:
+        rendered[teams.cluster_queue_name(team)] = teams.team_cluster_queue(team, cfg.gpu_pools, cfg.system_nodes)
     for case in (OVER, PREEMPTED, BUDGET):
         served = {cq["metadata"]["name"]: cq["spec"] for cq in load(case).of("ClusterQueue")}
         assert served == {name: cq["spec"] for name, cq in rendered.items()}, case
@@ -239,6 +239,241 @@ def test_the_bundles_without_teams_name_what_they_named_before():
         bundle = load(case)
         assert rules_teams.team_over_share(bundle) == rules_teams.team_preempted(bundle) == []
         assert rules_teams.team_budget_reached(bundle) == [] and bundle.teams == {}
+
+
+# -- set aside unevaluated: no QuotaReserved, the wait inferred -------------------------------------
+
+SET_ASIDE = "local-team-over-share-set-aside"  # captured: the real Kueue set a 1-node job aside
+NOTE = ("Kueue has written no QuotaReserved condition on the Workload in the 2700 s since its creation: it has not "
+        "evaluated the job because an equivalent one (the same pod sets and priority) failed to fit, and sets such "
+        "jobs aside until its cohort's usage changes (SchedulingEquivalenceHashing, on by default since Kueue v0.18: "
+        "pkg/cache/queue/cluster_queue.go PushOrUpdate). doctor inferred the wait from the job's pod sets and the "
+        "ClusterQueues' quota and usage")
+
+
+def set_aside(bundle: Bundle) -> Bundle:
+    """The bundle's Workload as Kueue leaves one it set aside: no QuotaReserved condition and no resourceRequests
+    (only the scheduler writes them), its pod set's template the one the real Kueue stored for a prod job."""
+    wl = workload(bundle)
+    wl["status"] = {"conditions": [c for c in wl["status"]["conditions"] if c["type"] != "QuotaReserved"]}
+    template = workload(load(SET_ASIDE))["spec"]["podSets"][0]["template"]
+    wl["spec"]["podSets"][0]["template"] = copy.deepcopy(template)
+    return bundle
+
+
+def test_a_job_set_aside_gets_the_over_share_kueue_would_have_said():
+    (said,) = diagnose(load(OVER))
+    (inferred,) = diagnose(set_aside(load(OVER)))
+    assert (inferred.cause, inferred.title) == (OVER, said.title)
+    assert inferred.details == {**said.details, "inferred": True, "available": 0}
+    assert inferred.evidence[1:] == said.evidence[1:]  # the three ClusterQueues' quota and usage
+    assert (inferred.evidence[0].where, inferred.evidence[0].text, inferred.evidence[0].time) == (
+        "Workload/trainjob-detector-7b2d9", "not admitted, no QuotaReserved condition 2700 s after its creation; pod set "
+        "node: 2 x 8 nvidia.com/gpu, nodeSelector gpucluster.io/pool=h100 (flavor pool-h100)", "2026-12-05T10:00:00Z")
+    assert inferred.fix == f"{said.fix}. {NOTE}"
+
+
+def test_the_real_kueue_s_set_aside_job_is_over_share():
+    bundle = load(SET_ASIDE)
+    assert condition(workload(bundle), "QuotaReserved") is None and "resourceRequests" not in workload(bundle)["status"]
+    (finding,) = diagnose(bundle)
+    assert finding.title == ("Workload trainjob-vision-one-19f48 waits to borrow: team vision uses 32 of its 32 "
+                             "guaranteed GPUs of pool-h100 (+64 borrowed) and the job needs 8 more")
+    assert finding.details == {
+        "queue": VISION, "flavor": "pool-h100", "guaranteed": 32, "using": 96, "borrowed": 64, "borrowingLimit": None,
+        "request": 8, "moreNeeded": 8, "maximum": None, "heldBy": "team language: 32 of its 32 guaranteed",
+        "holders": [{"queue": LANGUAGE, "using": 32, "borrowed": 0}], "inferred": True, "available": 0}
+    assert "in the 12 s since its creation" in finding.fix
+
+
+def test_an_old_quota_reserved_condition_that_says_nothing_of_quota_is_inferred_past():
+    bundle = set_aside(load(OVER))
+    old = {"type": "QuotaReserved", "status": "False", "reason": "Pending", "lastTransitionTime": "2026-12-05T10:00:01Z",
+           "message": "Workload no longer fits after processing another workload"}  # scheduler.go L477
+    workload(bundle)["status"]["conditions"].append(old)
+    (finding,) = diagnose(bundle)
+    assert finding.cause == OVER and finding.details["inferred"] is True
+    assert [e.text for e in finding.evidence[:2]] == [
+        "not admitted, no quota message 2700 s after its creation; pod set node: 2 x 8 nvidia.com/gpu, nodeSelector "
+        "gpucluster.io/pool=h100 (flavor pool-h100)",
+        "QuotaReserved=False reason Pending: Workload no longer fits after processing another workload"]
+    assert ("Kueue has not evaluated the Workload since its last QuotaReserved condition, which says nothing of quota: "
+            "it has not evaluated the job because an equivalent one") in finding.fix
+
+
+def test_set_aside_within_its_guarantee_is_the_plain_wait_for_quota():
+    # vision holds 16 of its 32 and asks 16: within its guarantee, but the training namespace borrowed the rest.
+    bundle = set_aside(load(OVER))
+    set_usage(queue(bundle, VISION), "16", "0")
+    set_usage(queue(bundle, TRAINING), "80", "16")
+    (finding,) = diagnose(bundle)
+    assert (finding.cause, finding.title) == ("waiting-for-quota",
+                                              "Workload trainjob-detector-7b2d9 waits for quota in the ClusterQueue")
+    assert finding.fix.startswith("team vision may take 0 more GPUs of pool-h100 now (at most 128) and the job asks "
+                                  "16: other admitted jobs hold the pool's quota; this one starts when they finish")
+    assert finding.fix.endswith(NOTE)
+    assert finding.details == {"queue": VISION, "flavor": "pool-h100", "request": 16, "maximum": 128,
+                               "inferred": True, "available": 0}
+
+
+@pytest.mark.parametrize("count, start", [
+    (3, "the training namespace (training) may take 16 more GPUs of pool-h100 now (at most 64) and the job asks 24: "
+        "other admitted jobs hold the pool's quota"),
+    (9, "the training namespace (training) may take 16 more GPUs of pool-h100 now (at most 64) and the job asks 72: "
+        "the job asks for more than the pool's whole quota"),
+])
+def test_set_aside_in_a_queue_without_a_cohort_is_waiting_for_quota(count, start):
+    bundle = set_aside(load(OVER))  # a stack without teams: one queue, no cohort, the training namespace's
+    _no_cohort(bundle)
+    bundle.objects["ClusterQueue"] = [queue(bundle, TRAINING)]
+    workload(bundle)["metadata"]["namespace"] = "training"
+    workload(bundle)["spec"]["podSets"][0]["count"] = count
+    (finding,) = diagnose(bundle)
+    assert finding.cause == "waiting-for-quota" and finding.fix.startswith(start)
+    assert finding.details["available"] == 16 and finding.details["maximum"] == 64
+
+
+def test_set_aside_past_what_the_team_can_ever_hold():
+    bundle = set_aside(load(OVER))
+    gpu_row(queue(bundle, VISION))["borrowingLimit"] = "16"
+    workload(bundle)["spec"]["podSets"][0]["count"] = 8
+    (finding,) = diagnose(bundle)
+    assert finding.title == ("Workload trainjob-detector-7b2d9 asks 64 GPUs of pool-h100, more than team vision can "
+                             "ever hold there (48)")
+    assert finding.details["maximum"] == 48 and finding.details["moreNeeded"] is None
+
+
+@pytest.mark.parametrize("language, lending, borrowing, room", [
+    ("32", None, None, (0, 128)),  # the bundle: every GPU of the cohort held
+    ("32", "8", None, (0, 104)),  # language keeps 24 of its 32 to itself
+    ("0", None, None, (32, 128)),  # language idle: its 32 lent
+    ("0", "8", None, (8, 104)),  # it lends only 8 of them
+    ("0", "8", "20", (4, 52)),  # vision borrows 16 and may borrow 20
+    ("0", None, "16", (0, 48)),
+])
+def test_headroom_counts_as_kueue_does(language, lending, borrowing, room):
+    bundle = load(OVER)
+    set_usage(queue(bundle, LANGUAGE), language, "0")
+    if lending:
+        gpu_row(queue(bundle, LANGUAGE))["lendingLimit"] = lending
+    if borrowing:
+        gpu_row(queue(bundle, VISION))["borrowingLimit"] = borrowing
+    assert cohort.headroom(bundle, queue(bundle, VISION), "pool-h100") == room
+
+
+def test_headroom_of_a_queue_alone_and_of_unknown_usage():
+    bundle = load(OVER)
+    _no_cohort(bundle)
+    assert cohort.headroom(bundle, queue(bundle, TRAINING), "pool-h100") == (16, 64)
+    assert cohort.headroom(bundle, queue(bundle, VISION), "pool-h100") == (-16, 32)  # over-admitted: as Kueue says
+    del queue(bundle, VISION)["status"]
+    assert cohort.headroom(bundle, queue(bundle, VISION), "pool-h100") is None
+    assert cohort.headroom(bundle, queue(bundle, VISION), "pool-a100") == (0, 0)  # no such flavor: nothing
+
+
+def test_what_pod_sets_ask_launchers_limits_and_init_containers():
+    from bootstrap.doctor.kueue import rules_unevaluated
+
+    def pod_set(name, count, pool, containers, init=()):
+        selector = {"gpucluster.io/pool": pool} if pool else {"gpucluster.io/role": "system"}
+        return {"name": name, "count": count, "template": {"spec": {
+            "nodeSelector": selector, "containers": containers, "initContainers": list(init)}}}
+
+    def gpus(requests=None, limits=None):
+        return {"resources": {**({"requests": requests} if requests else {}), **({"limits": limits} if limits else {})}}
+
+    wl = {"spec": {"podSets": [
+        pod_set("launcher", 1, None, [gpus({"cpu": "1"})]),
+        pod_set("worker", 4, "p5", [gpus(limits={GPU: "8"})]),  # limits stand for requests
+        pod_set("eval", 1, "p5", [gpus({GPU: "1"}), gpus({GPU: "1"})], init=[gpus({GPU: "4"})]),  # init: the most
+        pod_set("tiny", 2, "g6e", [gpus({GPU: "1"})]),
+    ]}}
+    assert rules_unevaluated.asks(wl) == [
+        {"flavor": "pool-g6e", "request": 2, "podSets": [("tiny", 2, 1)]},
+        {"flavor": "pool-p5", "request": 36, "podSets": [("worker", 4, 8), ("eval", 1, 4)]}]
+
+
+
+def _young(b: Bundle) -> None:
+    b.collected_at = "2026-12-05T10:00:05Z"
+
+
+def _no_collection_time(b: Bundle) -> None:
+    b.collected_at = None
+
+
+def _fits(b: Bundle) -> None:  # language idle: 32 free in the cohort, the job asks 16
+    set_usage(queue(b, LANGUAGE), "0", "0")
+
+
+def _no_pool(b: Bundle) -> None:
+    del workload(b)["spec"]["podSets"][0]["template"]["spec"]["nodeSelector"]
+
+
+def _no_template(b: Bundle) -> None:
+    del workload(b)["spec"]["podSets"][0]["template"]
+
+
+def _stopped(b: Bundle) -> None:
+    condition(queue(b, VISION), "Active").update(status="False", reason="Stopped",
+                                                 message="Can't admit new workloads: is stopped.")
+
+
+def _timed_out(b: Bundle) -> None:
+    workload(b)["status"]["conditions"].append({
+        "type": "Evicted", "status": "True", "reason": "PodsReadyTimeout",
+        "message": "Exceeded the PodsReady timeout vision/trainjob-detector-7b2d9"})
+
+
+def _inactive(b: Bundle) -> None:
+    workload(b)["spec"]["active"] = False
+
+
+def _admitted(b: Bundle) -> None:
+    workload(b)["status"]["admission"] = {"clusterQueue": VISION}
+
+
+def _blocked(b: Bundle) -> None:
+    workload(b)["status"]["conditions"].append({"type": "QuotaReserved", "status": "False", "reason": "Inadmissible",
+                                                "message": f"ClusterQueue {VISION} is inactive"})
+
+
+def _wrong_namespace(b: Bundle) -> None:  # pkg/workload/resources.go L42, under the legacy reason
+    workload(b)["status"]["conditions"].append({"type": "QuotaReserved", "status": "False", "reason": "Pending",
+                                                "message": "workload namespace doesn't match ClusterQueue selector"})
+
+
+@pytest.mark.parametrize("change, expected", [
+    (_young, []), (_no_collection_time, []), (_fits, []), (_no_pool, []), (_no_template, []),
+    (_no_queues, []), (_no_status, []), (_inactive, []), (_admitted, []), (_wrong_namespace, []),
+    (_stopped, ["queue-inactive"]), (_blocked, ["queue-inactive"]), (_timed_out, ["pods-ready-timeout"]),
+])
+def test_set_aside_without_evidence_is_not_a_cause(change, expected):
+    bundle = set_aside(load(OVER))
+    change(bundle)
+    assert [f.cause for f in diagnose(bundle)] == expected
+
+
+@pytest.mark.parametrize("path, value", [
+    (("spec", "podSets"), "node"), (("spec", "podSets"), [None]), (("spec", "podSets", 0, "count"), "2"),
+    (("spec", "podSets", 0, "template"), {"spec": None}), (("spec", "podSets", 0, "template", "spec", "containers"),
+                                                           [None, {"resources": {"requests": None}}]),
+    (("spec", "podSets", 0, "template", "spec", "containers", 0, "resources", "requests", GPU), "eight"),
+    (("metadata", "creationTimestamp"), "yesterday"), (("metadata", "creationTimestamp"), 5), (("spec",), None),
+])
+def test_odd_workload_fields_never_crash_and_name_nothing(path, value):
+    bundle = set_aside(load(OVER))
+    obj = workload(bundle)
+    for key in path[:-1]:
+        obj = obj[key]
+    obj[path[-1]] = value
+    assert diagnose(bundle) == []
+
+
+def test_a_workload_with_no_status_at_all_is_set_aside_too():
+    bundle = set_aside(load(OVER))
+    workload(bundle)["status"] = None
+    assert [(f.cause, f.details["inferred"]) for f in diagnose(bundle)] == [(OVER, True)]
 
 
 # -- preempted to give back lent capacity -----------------------------------------------------------

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from bootstrap.doctor import rules_logs, rules_nodes, rules_pods, rules_queue, rules_scaling, rules_teams
+from bootstrap.doctor import rules_logs, rules_nodes, rules_pods, rules_scaling
 from bootstrap.doctor.bundle import Bundle
 from bootstrap.doctor.findings import Finding
+from bootstrap.doctor.kueue import rules_queue, rules_teams, rules_unevaluated
 
 Rule = Callable[[Bundle], list[Finding]]
 
@@ -33,6 +34,7 @@ RULES: tuple[Rule, ...] = (
     rules_queue.queue_inactive,
     rules_teams.team_over_share,
     rules_queue.waiting_for_quota,
+    rules_unevaluated.set_aside,
     rules_teams.team_budget_reached,
     rules_queue.pods_ready_timeout,
     rules_scaling.insufficient_capacity,
@@ -74,10 +76,13 @@ CAUSES: dict[str, tuple[str, str]] = {
     "queue-inactive": ("Workload QuotaReserved False Inadmissible 'ClusterQueue <cq> is inactive'; ClusterQueue "
                        "Active False Stopped", "kueue v0.19.2 workload_controller.go, clusterqueue.go"),
     "team-over-share": ("a Workload QuotaReserved False Pending 'insufficient unused quota for nvidia.com/gpu ...' or "
-                        "'> maximum capacity' while its cohort ClusterQueue uses its nominalQuota (flavorsReservation)",
-                        "kueue v0.19.2 flavorassigner.go, clusterqueue_types.go"),
-    "waiting-for-quota": ("Workload QuotaReserved False, reason Pending: 'insufficient unused quota ...'",
-                          "kueue v0.19.2 scheduler.go, flavorassigner.go"),
+                        "'> maximum capacity' while its cohort ClusterQueue uses its nominalQuota (flavorsReservation); "
+                        "or, when Kueue set the job aside unevaluated (no QuotaReserved), its pod sets' GPUs past what "
+                        "the cohort has idle", "kueue v0.19.2 flavorassigner.go, clusterqueue_types.go, "
+                        "cluster_queue.go, resource_node.go"),
+    "waiting-for-quota": ("Workload QuotaReserved False, reason Pending: 'insufficient unused quota ...'; or, set aside "
+                          "unevaluated, its pod sets' GPUs past its queue's unused quota",
+                          "kueue v0.19.2 scheduler.go, flavorassigner.go, cluster_queue.go, resource_node.go"),
     "team-budget-reached": ("the namespace's team's month-to-date spend at or over teams[].monthlyBudgetUsd "
                             "(bundle.json teams, read with --stack)", "gpucluster:teams; bootstrap/doctor/collect.py"),
     "pods-ready-timeout": ("Workload Evicted PodsReadyTimeout / deactivated after RequeuingLimitExceeded",

@@ -100,16 +100,23 @@ def owner(bundle: Bundle, cq_name: str) -> str:
     return f"ClusterQueue {cq_name}" + (f" (namespace {namespace})" if namespace else "")
 
 
-def quota(cq: dict[str, Any], flavor: str, resource: str = GPU) -> tuple[float, float | None]:
-    """(nominalQuota, borrowingLimit or None) of the resource in the flavor; 0 when the queue has no such row."""
+def _quota_row(cq: dict[str, Any], flavor: str, resource: str) -> dict[str, Any] | None:
     for group in _list(_dict(cq.get("spec")).get("resourceGroups")):
         for fl in _list(_dict(group).get("flavors")):
             if _dict(fl).get("name") != flavor:
                 continue
             for row in _list(fl.get("resources")):
                 if _dict(row).get("name") == resource:
-                    return quantity(row.get("nominalQuota")) or 0.0, quantity(row.get("borrowingLimit"))
-    return 0.0, None
+                    return row
+    return None
+
+
+def quota(cq: dict[str, Any], flavor: str, resource: str = GPU) -> tuple[float, float | None]:
+    """(nominalQuota, borrowingLimit or None) of the resource in the flavor; 0 when the queue has no such row."""
+    row = _quota_row(cq, flavor, resource)
+    if row is None:
+        return 0.0, None
+    return quantity(row.get("nominalQuota")) or 0.0, quantity(row.get("borrowingLimit"))
 
 
 def usage(cq: dict[str, Any], flavor: str, resource: str = GPU) -> tuple[float, float] | None:
@@ -157,3 +164,39 @@ def usage_text(cq: dict[str, Any], flavor: str) -> str:
     text = (f"{flavor} {GPU}: reserved {show(used[0])}, borrowed {show(used[1])}" if used
             else f"{flavor} {GPU}: no reservation in status")
     return text + f"; nominalQuota {show(nominal)}" + (f", borrowingLimit {show(limit)}" if limit is not None else "")
+
+
+def cohort_queues(bundle: Bundle, cq: dict[str, Any]) -> list[dict[str, Any]]:
+    """The queue and every other queue of its cohort (the queue alone without one)."""
+    group = cohort(cq)
+    return [cq] + ([o for o in bundle.of("ClusterQueue") if name(o) != name(cq) and cohort(o) == group] if group else [])
+
+
+def headroom(bundle: Bundle, cq: dict[str, Any], flavor: str, resource: str = GPU) -> tuple[float, float] | None:
+    """(available, potential): what the queue may still take of the resource in the flavor now, and the most it
+    could ever hold, as Kueue counts them for a queue alone or in a flat cohort (pkg/cache/scheduler/resource_node.go:
+    localQuota L63-71 = nominal - lendingLimit stays with the queue, the rest is the cohort's and so is usage past
+    it, accumulateFromChild L216-227; available L97-121 caps what the cohort gives by the borrowingLimit,
+    potentialAvailable L123-140 likewise). None when a queue's usage is unknown."""
+    rows = []  # (local quota, usage) of each queue, the queue's own first
+    lent = 0.0  # the cohort's: every queue's nominal quota but its local part
+    for member in cohort_queues(bundle, cq):
+        row = _quota_row(member, flavor, resource)
+        used = usage(member, flavor, resource)
+        if used is None and row is not None:
+            return None
+        nominal, _ = quota(member, flavor, resource)
+        lending = quantity(row.get("lendingLimit")) if row is not None else None
+        local = max(0.0, nominal - lending) if lending is not None else 0.0
+        rows.append((local, used[0] if used else 0.0))
+        lent += nominal - local
+    used_in_cohort = sum(max(0.0, total - local) for local, total in rows)  # usage past localQuota goes up
+    local, total = rows[0]
+    nominal, limit = quota(cq, flavor, resource)
+    if cohort(cq) is None:
+        return nominal - total, nominal
+    from_cohort = lent - used_in_cohort
+    if limit is not None:
+        from_cohort = min(from_cohort, nominal - local - max(0.0, total - local) + limit)
+    potential = local + lent if limit is None else min(nominal + limit, local + lent)
+    return max(0.0, local - total) + from_cohort, potential

@@ -32,14 +32,18 @@ from __future__ import annotations
 
 import re
 
-from bootstrap.doctor import rules_teams
 from bootstrap.doctor.bundle import Bundle, name
 from bootstrap.doctor.findings import Evidence, Finding, condition, condition_evidence, event_evidence
+from bootstrap.doctor.kueue import rules_teams
 
 QUOTA_REASONS = {"Pending", "WaitingForQuota", "ExceedsMaxQuota", "NoMatchingFlavor", "WaitingForPreemptedWorkloads",
                  "TopologyPlacementFailed"}
 QUOTA_MESSAGE = re.compile(r"assign flavors|quota|flavor \S+ doesn't match|untolerated taint")
 INACTIVE_REASONS = {"Inadmissible", "Suspended", "Misconfigured"}
+BEYOND_FIX = ("the job asks for more than the pool's whole quota (maxNodes x what a node offers): lower "
+              "jobs[].nodes or raise gpuPools[].maxNodes")
+WAIT_FIX = ("other admitted jobs hold the pool's quota; this one starts when they finish "
+            "(`kubectl get workloads -n NS`, `kubectl get clusterqueue -o wide`), or raise gpuPools[].maxNodes")
 BOUND_FIX = ("the job's run-time bound ran out: it is jobs[].runPolicy.activeDeadlineSeconds or the time "
              "jobs[].maxCostUsd buys at the pool's price, whichever is shorter (the plan prints it). Raise the "
              "bound that applies and `pulumi up` (the job is replaced), resuming from the last checkpoint")
@@ -71,12 +75,8 @@ def waiting_for_quota(bundle: Bundle) -> list[Finding]:
         # whole quota only when no flavor merely lacks unused quota.
         beyond = (("maximum capacity" in message and "insufficient unused quota" not in message)
                   or reserved.get("reason") == "ExceedsMaxQuota")
-        fix = ("the job asks for more than the pool's whole quota (maxNodes x what a node offers): lower "
-               "jobs[].nodes or raise gpuPools[].maxNodes" if beyond else
-               "other admitted jobs hold the pool's quota; this one starts when they finish "
-               "(`kubectl get workloads -n NS`, `kubectl get clusterqueue -o wide`), or raise gpuPools[].maxNodes")
         out.append(Finding("waiting-for-quota", f"Workload {name(wl)} waits for quota in the ClusterQueue",
-                           (condition_evidence(wl, reserved),), fix))
+                           (condition_evidence(wl, reserved),), BEYOND_FIX if beyond else WAIT_FIX))
     return out
 
 

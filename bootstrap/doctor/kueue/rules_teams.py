@@ -1,7 +1,7 @@
 """Teams that share the cluster through one Kueue cohort: a job past its team's guarantee waiting to borrow, a job
 preempted so that the GPUs it borrowed go back to their owner, a team at its monthly budget.
 
-Message formats (kubernetes-sigs/kueue v0.19.2; bootstrap/doctor/cohort.py cites the ClusterQueue fields):
+Message formats (kubernetes-sigs/kueue v0.19.2; bootstrap/doctor/kueue/cohort.py cites the ClusterQueue fields):
 - pkg/scheduler/flavorassigner/flavorassigner.go Assignment.Message L228-245 and fitsResourceQuota
   L1330-1380: QuotaReserved=False, reason "Pending" (WaitingForQuota/ExceedsMaxQuota with the
   UnadmittedWorkloadsObservability gate, off by default), "couldn't assign flavors to pod set <ps>:
@@ -32,10 +32,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from bootstrap.doctor import cohort
 from bootstrap.doctor.bundle import Bundle, name
-from bootstrap.doctor.cohort import GPU, show
 from bootstrap.doctor.findings import Evidence, Finding, condition, condition_evidence, event_evidence
+from bootstrap.doctor.kueue import cohort
+from bootstrap.doctor.kueue.cohort import GPU, show
 
 WAIT_REASONS = {"Pending", "WaitingForQuota", "ExceedsMaxQuota"}
 POD_SET = re.compile(r"couldn't assign flavors to pod set (?P<podset>\S+): (?P<reasons>.*?)"
@@ -169,13 +169,23 @@ def over_share(bundle: Bundle, wl: dict[str, Any]) -> Finding | None:
     if not clauses or cq is None or cohort.cohort(cq) is None:
         return None
     clause = next((c for c in clauses if "more" in c), clauses[0])  # one that only waits, if any
-    flavor, pool = clause["flavor"], cohort.pool_of(clause["flavor"])
+    request = _requested(wl, clause["podset"]) or clause.get("request")
+    return share_finding(bundle, wl, cq, clause["flavor"], request, clause.get("more"), clause.get("maximum"),
+                         message, [condition_evidence(wl, reserved)])
+
+
+def share_finding(bundle: Bundle, wl: dict[str, Any], cq: dict[str, Any], flavor: str, request: float | None,
+                  more: float | None, maximum: float | None, message: str, first: list[Evidence],
+                  note: str = "", extra: dict[str, Any] | None = None) -> Finding | None:
+    """team-over-share for a Workload of `cq` asking `request` GPUs of `flavor`: `more` needed than the queue may
+    take now, or `maximum` the most it can ever hold (when `more` is None). None when the queue's usage is unknown
+    or the job fits within its guarantee. `first`: the evidence of the wait; `note` ends the fix."""
+    pool = cohort.pool_of(flavor)
     used = cohort.usage(cq, flavor)
     if used is None:
         return None
     total, borrowed = used
     nominal, limit = cohort.quota(cq, flavor)
-    request = _requested(wl, clause["podset"]) or clause.get("request")
     if not (total >= nominal or (request is not None and total + request > nominal)):
         return None  # within its guarantee: Kueue reclaims lent GPUs for it (waiting-for-quota says the rest)
     who, team = cohort.owner(bundle, name(cq)), cohort.team_of(name(cq)) is not None
@@ -185,20 +195,19 @@ def over_share(bundle: Bundle, wl: dict[str, Any]) -> Finding | None:
                   else "it has no borrowing limit")
     asks = f"{show(request)} GPUs" if request is not None else "its GPUs"
     at_limit = limit is not None and (borrowed >= limit or (request is not None and total + request > nominal + limit))
-    if "more" not in clause:
+    if more is None:
         title = (f"Workload {name(wl)} asks {asks} of {flavor}, more than {who} can ever hold there "
-                 f"({show(clause['maximum'])})")
+                 f"({show(maximum)})")
         fix = (f"{who} is guaranteed {show(nominal)} GPUs of {flavor} and {limit_text}: the most it can hold is "
-               f"{show(clause['maximum'])}, so Kueue never admits this job. Lower jobs[].nodes, or raise "
+               f"{show(maximum)}, so Kueue never admits this job. Lower jobs[].nodes, or raise "
                + (f"teams[].pools.{pool}.guaranteedGpus or borrowLimitGpus" if team else
                   "gpuPools[].maxNodes or lower the teams' guarantees") + " (`pulumi up`)")
     else:
         uses = (f"uses {show(total - borrowed)} of its {show(nominal)} guaranteed GPUs of {flavor} "
                 f"(+{show(borrowed)} borrowed)" if nominal else
                 f"has no guarantee on {flavor} and borrows {show(borrowed)} GPUs")
-        more = clause["more"]
         title = f"Workload {name(wl)} waits to borrow: {who} {uses} and the job needs {show(more)} more"
-        idle = None if request is None or more is None else max(request - more, 0)
+        idle = None if request is None else max(request - more, 0)
         preempting = PREEMPTING.search(message)
         if at_limit:
             fix = (f"{who} may borrow at most {show(limit)} GPUs of {flavor} past its guarantee and borrows "
@@ -213,15 +222,14 @@ def over_share(bundle: Bundle, wl: dict[str, Any]) -> Finding | None:
                    "shared by weight (teams[].weight). To run sooner, raise "
                    + (f"teams[].pools.{pool}.guaranteedGpus" if team else "gpuPools[].maxNodes")
                    + " or make the job smaller")
-    evidence = [condition_evidence(wl, reserved), Evidence("status", f"ClusterQueue/{name(cq)}",
-                                                           cohort.usage_text(cq, flavor))]
+    evidence = [*first, Evidence("status", f"ClusterQueue/{name(cq)}", cohort.usage_text(cq, flavor))]
     evidence += [Evidence("status", f"ClusterQueue/{h['queue']}", cohort.usage_text(cohort.queue(bundle, h["queue"]),
                                                                                      flavor)) for h in others[:2]]
     details = {"queue": name(cq), "flavor": flavor, "guaranteed": nominal, "using": total, "borrowed": borrowed,
-               "borrowingLimit": limit, "request": request, "moreNeeded": clause.get("more"),
-               "maximum": clause.get("maximum"), "heldBy": held,
-               "holders": [{k: h[k] for k in ("queue", "using", "borrowed")} for h in others]}
-    return Finding("team-over-share", title, tuple(evidence), fix, details)
+               "borrowingLimit": limit, "request": request, "moreNeeded": more,
+               "maximum": maximum, "heldBy": held,
+               "holders": [{k: h[k] for k in ("queue", "using", "borrowed")} for h in others], **(extra or {})}
+    return Finding("team-over-share", title, tuple(evidence), fix + (f". {note}" if note else ""), details)
 
 
 def explains_wait(bundle: Bundle, wl: dict[str, Any]) -> bool:
