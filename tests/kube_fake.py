@@ -74,6 +74,9 @@ class FakeKube:
         self.fail: dict[tuple[str, str], tuple[int, str]] = {}  # (method, path) -> (status, message)
         # What a controller does when an object is created (Kueue making a job's Workload, say).
         self.on_create: list = []
+        # Whom the API server authorizes (a SelfSubjectAccessReview's spec.resourceAttributes -> allowed): by
+        # default the kubeconfig's user is an admin, who may do anything.
+        self.authorize = lambda attributes: True
         for obj in objects:
             self.add(obj)
         self._server: ThreadingHTTPServer | None = None
@@ -115,6 +118,10 @@ class FakeKube:
         if (method, path) in self.fail:
             code, message = self.fail[(method, path)]
             return self._status(code, "Forbidden" if code == 403 else "InternalError", message)
+        if path == "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews" and method == "POST":
+            allowed = bool(self.authorize(body["spec"]["resourceAttributes"]))
+            return 201, {**body, "metadata": {}, "status": {"allowed": allowed, **({"reason": "RBAC: allowed"}
+                                                                                   if allowed else {})}}
         if path.endswith("/log") and method == "GET":
             parts = path.split("/")  # /api/v1/namespaces/<ns>/pods/<name>/log
             namespace, pod = parts[4], parts[6]

@@ -21,7 +21,7 @@ import yaml
 
 import bootstrap.__main__ as cli
 from bootstrap import stackfile
-from bootstrap.jobs import budget, render
+from bootstrap.jobs import budget, committed, render
 from bootstrap.verbs.jobs import status, submit
 from components.core.kube import queueing
 from tests import k8s
@@ -30,6 +30,9 @@ from tests.kube_fake import FakeKube, Request
 NOW = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)  # 4.5 days into December
 SINCE_SECONDS = 388800  # 4.5 x 86400
 P5 = 55.04  # p5.48xlarge, the catalog's price (prod sets none)
+SWEEP_BOUND = int(1000 / P5 * 3600)  # job_file's bound: maxCostUsd 1000 at one node, whole seconds
+NONE_COMMITTED = {"jobs": 0, "usd": 0.0, "unbounded": [], "items": []}
+NOTHING_HELD = committed.Committed(())
 VALUES = k8s.UPSTREAM / "charts" / "kube-prometheus-stack-88.5.3" / "values.yaml"
 
 
@@ -214,12 +217,13 @@ def spend_of(usd: float, partial: str | None = None) -> budget.Spend:
 
 
 def verdict(worst: float | None, spent: float | None = 140000.0, override: bool = False,
-            partial: str | None = None) -> budget.Verdict:
+            partial: str | None = None, held: committed.Committed = NOTHING_HELD,
+            admin: bool = True) -> budget.Verdict:
     def read():
         if spent is None:
             raise budget.SpendUnknown("Prometheus at http://localhost:9090 did not answer: [Errno 111] refused")
         return spend_of(spent, partial)
-    return budget.judge("vision", "sweep-1", 150000.0, worst, read, override)
+    return budget.judge("vision", "sweep-1", 150000.0, worst, read, override, held, lambda: admin)
 
 
 def test_worst_case_is_the_nodes_at_the_pool_s_price_for_the_whole_bound():
@@ -269,9 +273,148 @@ def test_the_override_is_marked_only_when_it_was_needed_and_says_so():
                                        "$140,000.00 this month")
     assert forced.to_dict() == {
         "team": "vision", "budgetUsd": 150000.0, "spend": spend_of(140000.0).to_dict(), "spendUnknown": None,
-        "worstCaseUsd": 20000.0, "afterUsd": 160000.0, "problem": "over", "overBudget": True,
-        "warning": forced.warning()}
+        "committed": NONE_COMMITTED, "worstCaseUsd": 20000.0, "afterUsd": 160000.0, "problem": "over",
+        "overBudget": True, "overBudgetDenied": False, "warning": forced.warning()}
     assert verdict(1000.0, override=True).overridden is False
+
+
+# -- what the team's unfinished jobs hold (bootstrap/jobs/committed.py) -----------------------------------
+
+
+def kueue_workload(name: str, owner: dict | None = None, bound: int | None = None, past: int | None = None,
+                   admitted_at: str | None = None, finished: bool = False, active: bool = True,
+                   gpus: int = 0, pods: int = 1, created: str = "2026-12-05T10:00:00Z") -> dict:
+    """A Workload as Kueue v0.19.2 writes it (apis/kueue/v1beta2/workload_types.go): spec.active,
+    spec.maximumExecutionTimeSeconds, spec.podSets[].count/template, status.accumulatedPastExecutionTimeSeconds, the
+    Admitted and Finished conditions, owned by its job."""
+    conditions = [{"type": "Finished", "status": "True", "reason": "Succeeded",
+                   "lastTransitionTime": "2026-12-05T11:00:00Z"}] if finished else []
+    if admitted_at:
+        conditions += [{"type": t, "status": "True", "reason": t, "lastTransitionTime": admitted_at}
+                       for t in ("QuotaReserved", "Admitted")]
+    resources = {"requests": {"nvidia.com/gpu": str(gpus)}} if gpus else {}
+    spec = {"queueName": "gpu", "priority": 100, "active": active,
+            "podSets": [{"name": "main", "count": pods,
+                         "template": {"spec": {"containers": [{"name": "c", "resources": resources}]}}}]}
+    if bound is not None:
+        spec["maximumExecutionTimeSeconds"] = bound
+    status = {"conditions": conditions}
+    if past is not None:
+        status["accumulatedPastExecutionTimeSeconds"] = past
+    refs = [{"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": owner["metadata"]["name"],
+             "uid": owner["metadata"]["uid"], "controller": True}] if owner else []
+    return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "spec": spec, "status": status,
+            "metadata": {"name": name, "namespace": "vision", "creationTimestamp": created, "ownerReferences": refs}}
+
+
+def an_mpijob(name: str, workers: int, deadline: int | None = None, pool: str = "h100") -> dict:
+    labels = {"gpucluster.io/pool": pool, **({"kueue.x-k8s.io/max-exec-time-seconds": str(deadline)}
+                                              if deadline else {})}
+    return {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob",
+            "metadata": {"name": name, "namespace": "vision", "uid": f"uid-{name}", "labels": labels},
+            "spec": {"mpiReplicaSpecs": {"Worker": {"replicas": workers}}}}
+
+
+def test_what_is_left_of_a_bound_is_kueue_s_own_arithmetic():
+    """reconcileMaxExecutionTime (pkg/controller/core/workload_controller.go): the bound less the admitted time of
+    past Admit-Evict cycles, less the time since Admitted while admitted."""
+    left = committed.remaining_seconds
+    hour_ago = "2026-12-05T11:00:00Z"
+    assert left(kueue_workload("q", bound=7200), None, NOW) == 7200  # queued: all of it
+    assert left(kueue_workload("a", bound=7200, past=1800, admitted_at=hour_ago), None, NOW) == 1800
+    assert left(kueue_workload("e", bound=7200, past=1800), None, NOW) == 5400  # evicted, queued again
+    assert left(kueue_workload("x", bound=3000, admitted_at=hour_ago), None, NOW) == 0  # never below 0
+    job = an_mpijob("j", 1, deadline=3600)
+    assert left(kueue_workload("l", job), job, NOW) == 3600  # the job's label, before Kueue copied it
+    assert left(kueue_workload("s", job, bound=1200), job, NOW) == 1200  # the Workload's, which Kueue enforces
+    assert left(kueue_workload("n"), an_mpijob("k", 1), NOW) is None
+
+
+def test_committed_is_each_unfinished_job_s_nodes_at_its_pool_s_price_for_what_is_left():
+    big, small, done, off = (an_mpijob("big", 2, 7200), an_mpijob("small", 1, 3600), an_mpijob("done", 4, 3600),
+                             an_mpijob("off", 4, 3600))
+    workloads = [
+        kueue_workload("mpijob-small-1", small, bound=3600, past=1800, created="2026-12-05T09:00:00Z"),
+        kueue_workload("mpijob-big-1", big, bound=7200, admitted_at="2026-12-05T11:00:00Z"),
+        kueue_workload("mpijob-done-1", done, bound=3600, finished=True),
+        kueue_workload("mpijob-off-1", off, bound=3600, active=False),  # deactivated: Kueue never admits it
+        kueue_workload("job-batch-1", bound=1800, gpus=4, pods=2),  # a member's batch Job: its GPUs
+        kueue_workload("job-cpu-1"),  # no GPU: nothing to bill, bound or not
+    ]
+    held = committed.of(workloads, [big, small, done, off], {"h100": P5}.get, 7.5, NOW)
+    assert [(c.job, c.count, c.unit, c.price_per_hour, c.remaining_seconds) for c in held.items] == [
+        ("small", 1, "node", P5, 1800), ("job-batch-1", 8, "GPU", 7.5, 1800), ("big", 2, "node", P5, 3600)]
+    assert held.usd == pytest.approx(P5 / 2 + 8 * 7.5 / 2 + 2 * P5)
+    assert held.phrase() == "committed by 3 unfinished jobs: $167.60"
+    assert held.to_dict()["items"][2] == {"job": "big", "workload": "mpijob-big-1", "count": 2, "unit": "node",
+                                          "pricePerHour": P5, "remainingSeconds": 3600, "usd": 110.08}
+    assert committed.of([], [], {}.get, 7.5, NOW).phrase() == "committed by 0 unfinished jobs: $0.00"
+
+
+def test_a_job_of_the_team_without_a_bound_commits_it_to_an_unlimited_cost():
+    free = an_mpijob("free", 1)
+    held = committed.of([kueue_workload("mpijob-free-1", free), kueue_workload("mpijob-x", an_mpijob("x", 1, 60),
+                                                                                 bound=60)],
+                        [free], {"h100": P5}.get, 7.5, NOW)
+    assert (held.usd, held.unbounded, held.phrase()) == (None, ("free",), "committed by 1 unfinished job: unlimited")
+
+
+def test_the_gpu_count_of_a_workload_is_its_pod_sets_count_times_each_pod_s_gpus():
+    wl = kueue_workload("w", gpus=8, pods=3)
+    wl["spec"]["podSets"].append({"name": "launcher", "count": 1, "template": {"spec": {"containers": [
+        {"name": "l", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}})  # a request defaults to its limit
+    assert committed.workload_gpus(wl) == 25
+
+
+def test_committed_jobs_count_against_the_budget():
+    held = committed.Committed((committed.Commitment("a", "mpijob-a-1", 2, "node", P5, 3600),
+                                committed.Commitment("b", "mpijob-b-1", 1, "node", P5, 36000)))
+    fits = verdict(1000.0, spent=100000.0, held=held)
+    assert fits.problem is None
+    assert fits.summary() == ("budget: team vision has spent $100,000.00 of $150,000.00 this month; committed by 2 "
+                              "unfinished jobs: $660.48; this job's worst case $1,000.00 leaves $48,339.52")
+    over = verdict(10000.0, held=held)
+    assert (over.problem, over.exit_code, over.after_usd) == ("over", 1, pytest.approx(150660.48))
+    assert over.refusal() == (
+        "not submitted: team vision has spent $140,000.00 this month (since 2026-12-01 UTC), is committed by 2 "
+        "unfinished jobs: $660.48, and job 'sweep-1' may cost up to $10,000.00 more: $150,660.48, over its monthly "
+        "budget of $150,000.00. Either lower the job's bound (maxCostUsd, runPolicy.activeDeadlineSeconds) or its "
+        "nodes, cancel what can wait, or raise teams[].monthlyBudgetUsd and `pulumi up`, or, as an admin, submit "
+        "anyway with --over-budget")
+    assert verdict(10000.0).problem is None  # the same job fits without them
+    assert over.to_dict()["committed"] == held.to_dict() and over.to_dict()["afterUsd"] == 150660.48
+
+
+def test_an_unfinished_job_without_a_bound_refuses_the_next():
+    held = committed.Committed((committed.Commitment("free", "mpijob-free-1", 1, "node", P5, None),))
+    refused = verdict(1.0, spent=0.0, held=held)
+    assert (refused.problem, refused.exit_code, refused.after_usd) == ("committed-unbounded", 1, None)
+    assert refused.refusal() == (
+        "not submitted: team vision has a monthly budget of $150,000.00 and its unfinished job 'free' has no bound, "
+        "so what they may still cost is unlimited (committed by 1 unfinished job: unlimited). Either cancel the "
+        "unfinished jobs with no bound (`python -m bootstrap cancel JOB --team vision`) or wait until they finish, "
+        "or, as an admin, submit anyway with --over-budget")
+
+
+def test_over_budget_is_honoured_for_an_admin_only_and_asked_only_when_needed():
+    denied = verdict(20000.0, override=True, admin=False)
+    assert (denied.problem, denied.refused, denied.overridden, denied.not_admin, denied.exit_code) == (
+        "over", True, False, True, 1)
+    assert denied.refusal() == (
+        "not submitted: --over-budget is for the cluster's admins, and the API server says you may not create "
+        "clusterqueues.kueue.x-k8s.io: team vision has spent $140,000.00 this month (since 2026-12-01 UTC) and job "
+        "'sweep-1' may cost up to $20,000.00 more: $160,000.00, over its monthly budget of $150,000.00. Either lower "
+        "the job's bound (maxCostUsd, runPolicy.activeDeadlineSeconds) or its nodes, cancel what can wait, or raise "
+        "teams[].monthlyBudgetUsd and `pulumi up`, or ask an admin to submit it with --over-budget")
+    assert denied.to_dict()["overBudgetDenied"] is True
+    assert verdict(1000.0, spent=None, override=True, admin=False).exit_code == 1  # refused for who asks, not 2
+
+    def never():
+        raise AssertionError("asked whether an admin though nothing needed overriding")
+
+    fits = budget.judge("vision", "sweep-1", 150000.0, 1000.0, lambda: spend_of(0.0), True, committed.Committed(()),
+                        never)
+    assert (fits.problem, fits.overridden, fits.not_admin) == (None, False, False)
 
 
 # -- the two ways to ask Prometheus ----------------------------------------------------------------------
@@ -351,8 +494,9 @@ def test_submit_team_within_budget(cluster, capsys, tmp_path, prometheus):
     assert report["budget"] == {
         "team": "vision", "budgetUsd": 150000.0, "spend": budget.Spend(
             "vision", 12345.67, 100.0, datetime(2026, 12, 1, tzinfo=UTC), NOW).to_dict(),
-        "spendUnknown": None, "worstCaseUsd": round(P5 * deadline / 3600, 2),
-        "afterUsd": round(12345.67 + P5 * deadline / 3600, 2), "problem": None, "overBudget": False, "warning": None}
+        "spendUnknown": None, "committed": NONE_COMMITTED, "worstCaseUsd": round(P5 * deadline / 3600, 2),
+        "afterUsd": round(12345.67 + P5 * deadline / 3600, 2), "problem": None, "overBudget": False,
+        "overBudgetDenied": False, "warning": None}
     assert len(prometheus.asked) == 2 and {at for _, at in prometheus.asked} == {NOW.timestamp()}
 
 
@@ -488,6 +632,102 @@ def test_a_team_without_a_budget_is_not_checked(cluster, capsys, tmp_path, monke
     assert code == 0 and json.loads(out)["budget"] is None and prometheus.asked == []
 
 
+def test_jobs_a_team_runs_or_queues_hold_their_worst_case_against_the_budget(cluster, capsys, tmp_path):
+    """The issue: a team at $0 submitting job after job, each bounded at $100k, against $150k."""
+    bound = int(100000 / P5 * 3600)
+    first = job_file(tmp_path, maxCostUsd=100000)
+    code, out, err = run(submit, capsys, "--stack", "prod", "--team", "language", "--file", first, sleep=lambda _: None,
+                         now=NOW)
+    assert code == 0, err
+    assert out.splitlines()[1] == ("budget: team language has spent $0.00 of $150,000.00 this month; this job's worst "
+                                   "case $99,999.99 leaves $50,000.01")
+    second = tmp_path / "second"
+    second.mkdir()
+    code, out, err = run(submit, capsys, "--stack", "prod", "--team", "language", "--file",
+                         job_file(second, name="sweep-2", maxCostUsd=100000), sleep=lambda _: None, now=NOW)
+    assert (code, out) == (1, "")
+    assert err == ("python -m bootstrap submit: error: not submitted: team language has spent $0.00 this month (since "
+                   "2026-12-01 UTC), is committed by 1 unfinished job: $99,999.99, and job 'sweep-2' may cost up to "
+                   "$99,999.99 more: $199,999.98, over its monthly budget of $150,000.00. Either lower the job's bound "
+                   "(maxCostUsd, runPolicy.activeDeadlineSeconds) or its nodes, cancel what can wait, or raise "
+                   "teams[].monthlyBudgetUsd and `pulumi up`, or, as an admin, submit anyway with --over-budget\n")
+    assert [j["metadata"]["name"] for j in cluster.objects("MPIJob")] == ["sweep-1"]
+    # Kueue admits the first an hour ago, after 600 s of an earlier admission: that much of its bound is used.
+    (wl,) = cluster.objects("Workload")
+    wl["spec"]["maximumExecutionTimeSeconds"] = bound
+    wl["status"] = {"accumulatedPastExecutionTimeSeconds": 600, "conditions": [
+        {"type": t, "status": "True", "reason": t, "lastTransitionTime": "2026-12-05T11:00:00Z"}
+        for t in ("QuotaReserved", "Admitted")]}
+    code, out, _ = run(submit, capsys, "--stack", "prod", "--team", "language", "--file",
+                       job_file(second, name="sweep-2", maxCostUsd=1000), "--json", sleep=lambda _: None, now=NOW)
+    report = json.loads(out)["budget"]
+    left = bound - 600 - 3600
+    assert code == 0 and report["committed"] == {"jobs": 1, "usd": round(P5 * left / 3600, 2), "unbounded": [], "items": [
+        {"job": "sweep-1", "workload": "mpijob-sweep-1-1a2b3", "count": 1, "unit": "node", "pricePerHour": P5,
+         "remainingSeconds": left, "usd": round(P5 * left / 3600, 2)}]}
+    assert report["afterUsd"] == round(P5 * left / 3600 + P5 * SWEEP_BOUND / 3600, 2)
+    lists = {r.path for r in cluster.requests if r.method == "GET" and r.path.endswith(("/workloads", "/mpijobs"))}
+    assert lists == {"/apis/kueue.x-k8s.io/v1beta2/namespaces/language/workloads",
+                     "/apis/kubeflow.org/v2beta1/namespaces/language/mpijobs"}  # the team's namespace only
+
+
+def test_an_unbounded_job_the_team_runs_refuses_its_next_and_shows_in_status(cluster, capsys, tmp_path):
+    cluster.add(kueue_workload("job-notebook-7c1f2", gpus=1))  # a member's batch Job, 1 GPU, no bound
+    code, _, err = run(submit, capsys, "--stack", "prod", "--team", "vision", "--file", job_file(tmp_path),
+                       sleep=lambda _: None, now=NOW)
+    assert code == 1 and cluster.objects("MPIJob") == []
+    assert err == ("python -m bootstrap submit: error: not submitted: team vision has a monthly budget of $150,000.00 "
+                   "and its unfinished job 'job-notebook-7c1f2' has no bound, so what they may still cost is unlimited "
+                   "(committed by 1 unfinished job: unlimited). Either cancel the unfinished jobs with no bound "
+                   "(`python -m bootstrap cancel JOB --team vision`) or wait until they finish, or, as an admin, "
+                   "submit anyway with --over-budget\n")
+    code, out, _ = run(status, capsys, "--stack", "prod", "--team", "vision", now=NOW)
+    assert code == 0 and out.splitlines()[-1].endswith(
+        "$137,654.33 left; committed by 1 unfinished job: unlimited (job-notebook-7c1f2 unbounded)")
+    code, out, _ = run(status, capsys, "--team", "vision", "--json", now=NOW)  # no stack: no prices
+    assert json.loads(out)["committed"] is None
+
+
+ADMIN_ONLY = {"verb": "create", "group": "kueue.x-k8s.io", "resource": "clusterqueues"}
+
+
+def test_over_budget_is_for_the_cluster_s_admins_as_the_api_server_says(cluster, capsys, tmp_path, prometheus):
+    prometheus.usd["vision"] = 149500.0
+    cluster.authorize = lambda attributes: False  # a member: their Role names no ClusterQueue
+    code, out, err = run(submit, capsys, "--stack", "prod", "--team", "vision", "--file", job_file(tmp_path),
+                         "--over-budget", sleep=lambda _: None, now=NOW)
+    assert (code, out) == (1, "") and cluster.objects("MPIJob") == [] and cluster.objects("ConfigMap") == []
+    assert err == ("python -m bootstrap submit: error: not submitted: --over-budget is for the cluster's admins, and the "
+                   "API server says you may not create clusterqueues.kueue.x-k8s.io: team vision has spent "
+                   "$149,500.00 this month (since 2026-12-01 UTC) and job 'sweep-1' may cost up to $999.99 more: "
+                   "$150,499.99, over its monthly budget of $150,000.00. Either lower the job's bound (maxCostUsd, "
+                   "runPolicy.activeDeadlineSeconds) or its nodes, cancel what can wait, or raise "
+                   "teams[].monthlyBudgetUsd and `pulumi up`, or ask an admin to submit it with --over-budget\n")
+    (review,) = [r for r in cluster.requests if "selfsubjectaccessreviews" in r.path]
+    assert (review.method, review.path) == ("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews")
+    assert review.body == {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+                           "spec": {"resourceAttributes": ADMIN_ONLY}}
+    code, out, _ = run(submit, capsys, "--stack", "prod", "--team", "vision", "--file", job_file(tmp_path),
+                       "--over-budget", "--json", sleep=lambda _: None, now=NOW)
+    refused = json.loads(out)
+    assert code == 1 and refused["submitted"] is False
+    assert (refused["budget"]["overBudget"], refused["budget"]["overBudgetDenied"]) == (False, True)
+    assert cli.run(["submit", "--stack", "prod", "--team", "vision", "--file", job_file(tmp_path),
+                    "--over-budget"]) == 1
+    cluster.authorize = lambda attributes: attributes == ADMIN_ONLY  # an admin
+    code, out, _ = run(submit, capsys, "--stack", "prod", "--team", "vision", "--file", job_file(tmp_path),
+                       "--over-budget", sleep=lambda _: None, now=NOW)
+    assert code == 0 and out.startswith("OVER BUDGET: submitted anyway") and len(cluster.objects("MPIJob")) == 1
+
+
+def test_over_budget_a_job_does_not_need_asks_nothing(cluster, capsys, tmp_path):
+    cluster.authorize = lambda attributes: False
+    code, out, _ = run(submit, capsys, "--stack", "prod", "--team", "vision", "--file", job_file(tmp_path),
+                       "--over-budget", sleep=lambda _: None, now=NOW)
+    assert code == 0 and out.splitlines()[1].startswith("budget: team vision has spent $12,345.67")
+    assert not [r for r in cluster.requests if "selfsubjectaccessreviews" in r.path]
+
+
 # -- status --team ------------------------------------------------------------------------------------------
 
 
@@ -506,12 +746,16 @@ def test_status_team_lists_its_jobs_and_its_spend_against_the_budget(cluster, ca
         "team": "vision", "namespace": "vision", "budgetUsd": 150000.0,
         "spend": {"usd": 12345.67, "gpuHours": 100.0, "since": "2026-12-01T00:00:00+00:00",
                   "at": "2026-12-05T12:00:00+00:00", "partial": None},
-        "spendUnknown": None, "usedShare": 0.0823, "leftUsd": 137654.33}
+        "spendUnknown": None, "usedShare": 0.0823, "leftUsd": 137654.33,
+        "committed": {"jobs": 1, "usd": 999.99, "unbounded": [], "items": [  # queued: its whole bound ahead
+            {"job": "sweep-1", "workload": "mpijob-sweep-1-1a2b3", "count": 1, "unit": "node", "pricePerHour": P5,
+             "remainingSeconds": SWEEP_BOUND, "usd": 999.99}]}}
     code, out, _ = run(status, capsys, "--stack", "prod", "--team", "vision", now=NOW)
     lines = out.splitlines()
     assert lines[0].split()[:3] == ["JOB", "KIND", "PHASE"] and lines[1].split()[:3] == ["sweep-1", "MPIJob", "Queued"]
     assert lines[-1] == ("team vision (namespace vision): spent $12,345.67 this month (since 2026-12-01 UTC), 100.0 "
-                         "GPU-hours; budget $150,000.00: 8.2% used, $137,654.33 left")
+                         "GPU-hours; budget $150,000.00: 8.2% used, $137,654.33 left; committed by 1 unfinished job: "
+                         "$999.99")
 
 
 def test_status_team_without_prometheus_still_lists_the_jobs(cluster, capsys, tmp_path):
@@ -525,7 +769,7 @@ def test_status_team_without_prometheus_still_lists_the_jobs(cluster, capsys, tm
     assert out.splitlines()[-1] == (
         "team vision (namespace vision): spend this month unknown: Prometheus through the API server's proxy to "
         "service monitoring/kps-prometheus: the API server said 503 Service Unavailable: no endpoints available for "
-        'service "kps-prometheus"')
+        'service "kps-prometheus"; committed by 1 unfinished job: $999.99')
     code, out, _ = run(status, capsys, "--stack", "prod", "--team", "vision", "--json", now=NOW)
     report = json.loads(out)
     assert code == 2 and report["spend"] is None and report["spendUnknown"].endswith('service "kps-prometheus"')

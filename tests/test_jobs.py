@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from pathlib import Path
 
 import boto3
 import pytest
 import yaml
 from moto import mock_aws
 
-from bootstrap.jobs import logs, render, state
+from bootstrap import stackfile
+from bootstrap.jobs import checkpoints, logs, render, state
 from bootstrap.verbs.jobs import cancel, status, submit
 from bootstrap.verbs.jobs import logs as logs_verb
 from components.core.kube import launcher
+from components.core.storage import team_data
 from tests import k8s
 from tests.conftest import ROOT, stack_config
 from tests.kube_fake import FakeKube
@@ -389,3 +392,95 @@ def test_a_member_who_may_not_read_runtimes_still_submits_and_creates_none(clust
     assert code == 0
     assert report["created"] == ["TrainJob llama-70b"]
     assert cluster.objects("ClusterTrainingRuntime") == []
+
+
+# -- a team's jobs: logs and cancel find them in the team's namespace -----------------------------------------
+
+
+TEAM_NS = "vision"
+
+
+def team_stack(monkeypatch, job: str = "gpt-pretrain", team: str = TEAM_NS) -> None:
+    """Stack prod with its job `job` given `team:` (as `pulumi up` would run it in the team's namespace)."""
+    real = stackfile.load_stack
+    jobs = [{**j, "team": team} if j["name"] == job else j
+            for j in json.loads(stackfile.read_stack_config("prod")["gpucluster:jobs"])]
+
+    def load_stack(stack, *args, overrides=None, **kwargs):
+        return real(stack, *args, overrides={"gpucluster:jobs": jobs, **(overrides or {})}, **kwargs)
+
+    monkeypatch.setattr(stackfile, "load_stack", load_stack)
+
+
+def team_launcher(fake: FakeKube, job: str, log: str) -> None:
+    fake.add({"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": f"{job}-launcher-x1", "namespace": TEAM_NS,
+        "labels": {"gpucluster.io/job": job, "training.kubeflow.org/job-role": "launcher"}}})
+    fake.logs[(TEAM_NS, f"{job}-launcher-x1", "launcher")] = log
+
+
+@pytest.fixture
+def s3_bucket(monkeypatch):
+    """A moto bucket prod-data holding a training checkpoint and a team's, of the same job name."""
+    for key, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
+                       ("AWS_DEFAULT_REGION", "us-east-1")):
+        monkeypatch.setenv(key, value)
+    with mock_aws():
+        s3 = boto3.client("s3")
+        s3.create_bucket(Bucket="prod-data")
+        yield s3
+
+
+def test_a_stack_job_with_a_team_is_found_in_its_namespace_and_its_checkpoints_under_the_team_s_prefix(
+        cluster, capsys, monkeypatch, s3_bucket):
+    team_stack(monkeypatch)
+    cfg = stackfile.load_stack("prod", standins=True)[0]
+    sub = render.from_stack(cfg, "gpt-pretrain")
+    assert sub.namespace == TEAM_NS == cfg.namespace_of(next(j for j in cfg.jobs if j.name == "gpt-pretrain"))
+    cluster.add(sub.manifest)
+    team_launcher(cluster, "gpt-pretrain", LAUNCHER_LOG)
+    assert logs_verb.main(["gpt-pretrain", "--stack", "prod"]) == 0
+    assert capsys.readouterr().out == LAUNCHER_LOG
+    # The team's pods mount /teams/vision at /fsx: their /fsx/checkpoints is s3://<bucket>/teams/vision/checkpoints/.
+    s3_bucket.put_object(Bucket="prod-data", Key="teams/vision/checkpoints/gpt-pretrain/step-7/state.pt", Body=b"x")
+    s3_bucket.put_object(Bucket="prod-data", Key="checkpoints/gpt-pretrain/step-9/state.pt", Body=b"x")  # not its
+    assert cancel.main(["gpt-pretrain", "--stack", "prod", "--bucket", "prod-data"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "deleted MPIJob gpt-pretrain and its pods"
+    assert out[1] == ("checkpoints: /fsx/checkpoints (the next run of gpt-pretrain gets the same "
+                      "GPUCLUSTER_CHECKPOINT_DIR; team vision's, teams/vision/checkpoints/ of the bucket)")
+    assert out[2].startswith("newest: /fsx/checkpoints/gpt-pretrain/step-7/state.pt (s3://prod-data/teams/vision/"
+                             "checkpoints/gpt-pretrain/step-7/state.pt, written ")
+    assert cluster.objects("MPIJob") == []
+    assert [r.path for r in cluster.requests if r.method == "DELETE"] == [
+        "/apis/kubeflow.org/v2beta1/namespaces/vision/mpijobs/gpt-pretrain"]
+
+
+def test_a_team_s_job_file_job_is_found_with_team(cluster, capsys, tmp_path, s3_bucket):
+    cluster.add(render.from_file("prod", Path(job_file(tmp_path)), team=TEAM_NS).manifest)
+    team_launcher(cluster, "sweep-1", "[1,0]<stdout>:step 1\n")
+    assert logs_verb.main(["sweep-1", "--stack", "prod"]) == 2
+    assert capsys.readouterr().err == (
+        "python -m bootstrap logs: error: no MPIJob or TrainJob 'sweep-1' in namespace training (`python -m "
+        "bootstrap status` lists them; a team's job is in its team's namespace: give --team (vision, language))\n")
+    assert logs_verb.main(["sweep-1", "--stack", "prod", "--team", TEAM_NS]) == 0
+    assert capsys.readouterr().out == "[1,0]<stdout>:step 1\n"
+    assert logs_verb.main(["sweep-1", "--team", TEAM_NS]) == 0  # without a stack: the team's name is its namespace
+    capsys.readouterr()
+    code = cancel.main(["sweep-1", "--stack", "prod", "--team", TEAM_NS, "--namespace", "training"])
+    assert code == 2 and capsys.readouterr().err == (
+        "python -m bootstrap cancel: error: --namespace training is not team vision's (vision); give one of them\n")
+    assert cancel.main(["sweep-1", "--stack", "prod", "--team", "nope"]) == 2
+    assert "no team 'nope' in stack prod; its teams: vision, language" in capsys.readouterr().err
+    assert len(cluster.objects("MPIJob")) == 1
+    assert cancel.main(["sweep-1", "--team", TEAM_NS, "--bucket", "prod-data"]) == 0  # without a stack
+    out = capsys.readouterr().out.splitlines()
+    assert out[1].endswith("; team vision's, teams/vision/checkpoints/ of the bucket)")
+    assert out[2] == "none in s3://prod-data/teams/vision/checkpoints/ yet: the next run starts from scratch"
+
+
+def test_the_checkpoint_prefix_of_a_team_s_job_is_under_the_team_s_data():
+    assert checkpoints.s3_prefix("/fsx/checkpoints", "/fsx", "checkpoints/") == "checkpoints/"
+    assert checkpoints.s3_prefix("/fsx/checkpoints", "/fsx", "checkpoints/", "vision") == \
+        "teams/vision/checkpoints/" == team_data.s3_prefix("vision") + "checkpoints/"
+    assert checkpoints.s3_prefix("/data/ckpt", "/data", "checkpoints/", "language") == "teams/language/ckpt/"

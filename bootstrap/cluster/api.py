@@ -16,6 +16,7 @@ from bootstrap.cluster.kinds import Kind
 
 AUTH = ["BearerToken"]  # the client fills it from the kubeconfig (token or exec plugin)
 REQUEST_TIMEOUT_SECONDS = 30
+SELF_SUBJECT_ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 
 
 class ClusterUnreachable(Exception):
@@ -111,6 +112,16 @@ class Kube:
                 return False
             raise
         return True
+
+    def may(self, verb: str, group: str, resource: str, namespace: str | None = None) -> bool:
+        """Whether the caller may `verb` `resource` (a SelfSubjectAccessReview, authorization.k8s.io/v1: every
+        authenticated user may create one, Kubernetes' system:basic-user ClusterRole); its status.allowed."""
+        attributes = {"verb": verb, "group": group, "resource": resource, **({"namespace": namespace} if namespace
+                                                                             else {})}
+        review = self._call("POST", SELF_SUBJECT_ACCESS_REVIEWS, body={
+            "apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": attributes}})
+        return (review.get("status") or {}).get("allowed") is True
 
     # -- logs -----------------------------------------------------------------------------
 

@@ -1,5 +1,9 @@
 """A team's GPU spend this month, from Prometheus, and whether a job's worst case fits the team's budget.
 
+What fits is the budget less the spend so far and less what the team's unfinished jobs may still
+cost (bootstrap/jobs/committed.py). `--over-budget` is an admin's: it is honoured only for a caller
+the API server lets do what only the cluster's admins may (ADMIN_CHECK).
+
 Pure but for the two ways to ask Prometheus, each a `Query` (a PromQL text
 and the instant to evaluate it at -> the instant vector, or SpendUnknown
 with the reason): `proxy_query`, through the API server's service proxy to
@@ -22,6 +26,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from bootstrap.cluster.api import ClusterUnreachable, KubeError
+from bootstrap.jobs.committed import Committed, usd
 from components.core.config.teams import BUDGET_RETENTION_DAYS
 from components.core.observability import prometheus_stack as ps
 from components.core.observability import spend
@@ -35,16 +40,15 @@ URL_ENV = "GPUCLUSTER_PROMETHEUS_URL"
 TIMEOUT_SECONDS = 20
 FULL_MONTH_DAYS = BUDGET_RETENTION_DAYS  # retentionDays that hold the month so far (the config requires it)
 OVERRIDE = "--over-budget"
+# Who may override: one the API server lets create a Kueue ClusterQueue (a SelfSubjectAccessReview). Only the
+# cluster's admins may; a team member's Role is namespaced and names no ClusterQueue (components/core/teams/access.py).
+ADMIN_CHECK = ("create", "kueue.x-k8s.io", "clusterqueues")
 PORT_FORWARD = (f"`kubectl -n {ps.NAMESPACE} port-forward svc/{SERVICE} 9090:9090`, then --prometheus-url "
                 "http://localhost:9090")
 
 
 class SpendUnknown(Exception):
     """Prometheus could not say what the team spent; the message says why."""
-
-
-def usd(x: float) -> str:
-    return f"${x:,.2f}"
 
 
 @dataclass(frozen=True)
@@ -104,8 +108,9 @@ def worst_case_usd(nodes: int, node_price_per_hour: float, deadline_seconds: int
 
 @dataclass(frozen=True)
 class Verdict:
-    """A job against its team's budget. `problem`: None (it fits), "unbounded" (no deadline), "unreadable"
-    (Prometheus did not answer), "partial" (Prometheus no longer holds the month's start) or "over"."""
+    """A job against its team's budget. `problem`: None (it fits), "unbounded" (no deadline), "committed-unbounded"
+    (an unfinished job of the team has none), "unreadable" (Prometheus did not answer), "partial" (Prometheus no
+    longer holds the month's start) or "over"."""
 
     team: str
     job: str
@@ -114,16 +119,20 @@ class Verdict:
     spend: Spend | None
     unreadable: str | None  # why Prometheus could not say
     overridden: bool = False  # --over-budget, and it was needed
+    committed: Committed = Committed(())  # the team's unfinished jobs
+    not_admin: bool = False  # --over-budget was needed, and the caller is no admin
 
     @property
     def problem(self) -> str | None:
         if self.worst_case_usd is None:
             return "unbounded"
+        if self.committed.usd is None:
+            return "committed-unbounded"
         if self.spend is None:
             return "unreadable"
         if self.spend.partial:
             return "partial"
-        return "over" if self.spend.usd + self.worst_case_usd > self.budget_usd else None
+        return "over" if self.spend.usd + self.committed.usd + self.worst_case_usd > self.budget_usd else None
 
     @property
     def refused(self) -> bool:
@@ -131,44 +140,60 @@ class Verdict:
 
     @property
     def exit_code(self) -> int:
-        """A refusal's: 2 when Prometheus could not be read (as without a cluster), else 1 (a problem found)."""
-        return 2 if self.problem == "unreadable" else 1
+        """A refusal's: 2 when Prometheus could not be read (as without a cluster), else 1 (a problem found, or
+        --over-budget from one who is no admin)."""
+        return 2 if self.problem == "unreadable" and not self.not_admin else 1
 
     @property
     def after_usd(self) -> float | None:
-        if self.spend is None or self.worst_case_usd is None:
+        if self.spend is None or self.worst_case_usd is None or self.committed.usd is None:
             return None
-        return self.spend.usd + self.worst_case_usd
+        return self.spend.usd + self.committed.usd + self.worst_case_usd
 
     def to_dict(self) -> dict[str, Any]:
         after = self.after_usd
         return {"team": self.team, "budgetUsd": self.budget_usd, "spend": self.spend.to_dict() if self.spend else None,
-                "spendUnknown": self.unreadable,
+                "spendUnknown": self.unreadable, "committed": self.committed.to_dict(),
                 "worstCaseUsd": None if self.worst_case_usd is None else round(self.worst_case_usd, 2),
                 "afterUsd": None if after is None else round(after, 2), "problem": self.problem,
-                "overBudget": self.overridden, "warning": self.warning() if self.overridden else None}
+                "overBudget": self.overridden, "overBudgetDenied": self.not_admin,
+                "warning": self.warning() if self.overridden else None}
 
     def _what(self) -> str:
         """The problem, in a sentence."""
         if self.problem == "unbounded":
             return (f"team {self.team} has a monthly budget of {usd(self.budget_usd)} and job {self.job!r} has no "
                     "bound, so its worst case is unlimited")
+        if self.problem == "committed-unbounded":
+            names = self.committed.unbounded
+            which = f"job {names[0]!r} has" if len(names) == 1 else f"jobs {', '.join(map(repr, names))} have"
+            return (f"team {self.team} has a monthly budget of {usd(self.budget_usd)} and its unfinished {which} no "
+                    f"bound, so what they may still cost is unlimited ({self.committed.phrase()})")
         if self.problem == "unreadable":
             return f"team {self.team}'s budget cannot be checked: its spend this month is unknown: {self.unreadable}"
-        assert self.spend is not None and self.worst_case_usd is not None
+        assert self.spend is not None and self.worst_case_usd is not None and self.committed.usd is not None
         if self.problem == "partial":
             return (f"team {self.team}'s budget cannot be checked on part of a month: {self.spend.partial} "
                     f"(spend counted: {usd(self.spend.usd)})")
+        held = f", is {self.committed.phrase()}," if self.committed.items else ""
         return (f"team {self.team} has spent {usd(self.spend.usd)} this month (since {self.spend.since:%Y-%m-%d} "
-                f"UTC) and job {self.job!r} may cost up to {usd(self.worst_case_usd)} more: "
-                f"{usd(self.spend.usd + self.worst_case_usd)}, over its monthly budget of {usd(self.budget_usd)}")
+                f"UTC){held} and job {self.job!r} may cost up to {usd(self.worst_case_usd)} more: "
+                f"{usd(self.spend.usd + self.committed.usd + self.worst_case_usd)}, over its monthly budget of "
+                f"{usd(self.budget_usd)}")
 
     def refusal(self) -> str:
         how = {"unbounded": "bound it with maxCostUsd (USD) or runPolicy.activeDeadlineSeconds in the job",
+               "committed-unbounded": "cancel the unfinished jobs with no bound (`python -m bootstrap cancel JOB "
+                                      f"--team {self.team}`) or wait until they finish",
                "unreadable": f"reach Prometheus another way ({PORT_FORWARD})",
                "partial": f"raise retentionDays to {FULL_MONTH_DAYS} or more and `pulumi up`",
                "over": "lower the job's bound (maxCostUsd, runPolicy.activeDeadlineSeconds) or its nodes, cancel "
                        "what can wait, or raise teams[].monthlyBudgetUsd and `pulumi up`"}[self.problem or "over"]
+        if self.not_admin:
+            verb, group, resource = ADMIN_CHECK
+            return (f"not submitted: {OVERRIDE} is for the cluster's admins, and the API server says you may not "
+                    f"{verb} {resource}.{group}: {self._what()}. Either {how}, or ask an admin to submit it with "
+                    f"{OVERRIDE}")
         return f"not submitted: {self._what()}. Either {how}, or, as an admin, submit anyway with {OVERRIDE}"
 
     def warning(self) -> str:
@@ -176,23 +201,27 @@ class Verdict:
 
     def summary(self) -> str:
         """The line a job that fits gets."""
-        assert self.spend is not None and self.worst_case_usd is not None
-        left = self.budget_usd - self.spend.usd - self.worst_case_usd
+        assert self.spend is not None and self.worst_case_usd is not None and self.committed.usd is not None
+        left = self.budget_usd - self.spend.usd - self.committed.usd - self.worst_case_usd
+        held = f"{self.committed.phrase()}; " if self.committed.items else ""
         return (f"budget: team {self.team} has spent {usd(self.spend.usd)} of {usd(self.budget_usd)} this month; "
-                f"this job's worst case {usd(self.worst_case_usd)} leaves {usd(left)}")
+                f"{held}this job's worst case {usd(self.worst_case_usd)} leaves {usd(left)}")
 
 
 def judge(team: str, job: str, budget_usd: float, worst: float | None, read_spend: Callable[[], Spend],
-          override: bool) -> Verdict:
-    """Reads the spend and weighs the job's worst case against what is left; `override` only marks a
-    problem as overridden (the caller submits)."""
+          override: bool, committed: Committed, is_admin: Callable[[], bool]) -> Verdict:
+    """Reads the spend and weighs the team's unfinished jobs and this job's worst case against what is left.
+    `override` marks a problem as overridden (the caller submits) only when `is_admin()` (asked only then)
+    says so; else the verdict is refused for that."""
     spent, unreadable = None, None
     try:
         spent = read_spend()
     except SpendUnknown as err:
         unreadable = str(err)
-    verdict = Verdict(team, job, budget_usd, worst, spent, unreadable)
-    return replace(verdict, overridden=override and verdict.problem is not None)
+    verdict = Verdict(team, job, budget_usd, worst, spent, unreadable, committed=committed)
+    if not override or verdict.problem is None:
+        return verdict
+    return replace(verdict, overridden=True) if is_admin() else replace(verdict, not_admin=True)
 
 
 # -- asking Prometheus ------------------------------------------------------------------------------

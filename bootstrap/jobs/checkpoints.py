@@ -5,6 +5,8 @@ The file system is linked to the bucket at its root with automatic export
 s3://<bucket>/checkpoints/x within minutes of being written: the newest
 object there is the newest checkpoint a next run can resume from (a
 script like examples/train_synthetic.py keeps them under <dir>/<job>/).
+A team's pods see only the team's directory at <mount>, so theirs are under
+s3://<bucket>/teams/<team>/checkpoints/.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+
+from components.core.storage import team_data
 
 ENV = "GPUCLUSTER_CHECKPOINT_DIR"
 
@@ -40,10 +44,13 @@ def directory(job: dict[str, Any]) -> str | None:
     return None
 
 
-def s3_prefix(checkpoint_dir: str, mount_path: str, prefix: str) -> str:
-    """<mount>/checkpoints -> checkpoints/ (the bucket is linked at the file system's root)."""
+def s3_prefix(checkpoint_dir: str, mount_path: str, prefix: str, team: str | None = None) -> str:
+    """<mount>/checkpoints -> checkpoints/ (the bucket is linked at the file system's root); a team's job ->
+    teams/<team>/checkpoints/ (its pods mount only the team's directory, /teams/<team>, whose S3 prefix is
+    teams/<team>/: components.core.storage.team_data)."""
     relative = checkpoint_dir.rstrip("/").removeprefix(mount_path.rstrip("/")).strip("/")
-    return f"{relative}/" if relative else prefix
+    within = f"{relative}/" if relative else prefix
+    return team_data.s3_prefix(team) + within if team is not None else within
 
 
 def newest(s3, bucket: str, prefixes: list[str]) -> Newest | None:

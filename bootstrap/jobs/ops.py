@@ -93,12 +93,15 @@ def image_cache(kube: Kube, *namespaces: str) -> str | None:
     return None
 
 
-def find(kube: Kube, name: str, namespace: str) -> dict[str, Any]:
+def find(kube: Kube, name: str, namespace: str, teams: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The job of that name in the namespace; `teams`: the stack's, named when it is not there (a team's job is in
+    its team's namespace)."""
     for kind in JOB_KINDS:
         if (job := kube.get(kind, name, namespace)) is not None:
             return job
+    elsewhere = f"; a team's job is in its team's namespace: give --team ({', '.join(teams)})" if teams else ""
     raise SubmitError(f"no MPIJob or TrainJob {name!r} in namespace {namespace} (`python -m bootstrap status` "
-                      "lists them)")
+                      f"lists them{elsewhere})")
 
 
 def jobs(kube: Kube, namespace: str) -> list[dict[str, Any]]:

@@ -7,7 +7,10 @@ and the job's grace period, time for a checkpoint. A job file's scripts
 ConfigMap goes with it. A job `pulumi up` owns is refused (the next `up`
 would re-create it) unless --force. With --bucket, or the stack's
 `bucketName` output, the newest object under the job's checkpoint
-directory in S3 is named: what a resuming run will find.
+directory in S3 is named: what a resuming run will find (a team's job:
+under teams/<team>/, the team's part of the file system). A team's job is
+in its team's namespace: `--team T`, or found there for a stack job with
+`team:`.
 
 Exit 0: cancelled. Exit 1: the --stack is bad (every problem listed).
 Exit 2: not cancelled (the reason on stderr: no such job, a job `pulumi up`
@@ -42,19 +45,22 @@ def stack_bucket(stack: str | None) -> str | None:
     return value.value if value is not None else None
 
 
-def checkpoint_lines(job: dict, cfg: config.StackConfig | None, bucket: str | None, s3_factory=None) -> list[str]:
+def checkpoint_lines(job: dict, cfg: config.StackConfig | None, bucket: str | None, s3_factory=None,
+                     team: str | None = None) -> list[str]:
+    """What the next run finds; `team`: the job is that team's (its files are under the team's prefix)."""
     directory = checkpoints.directory(job)
     if directory is None:
         return ["the job had no GPUCLUSTER_CHECKPOINT_DIR (no shared file system)"]
     name = job["metadata"]["name"]
-    lines = [f"checkpoints: {directory} (the next run of {name} gets the same GPUCLUSTER_CHECKPOINT_DIR)"]
-    if bucket is None:
-        return lines + ["the newest one: give --bucket (or --stack, with the Pulumi CLI) to look in S3"]
     mount = "/fsx"
     if cfg is not None:
         match = next((j for j in cfg.jobs if j.name == name), None)
         mount = match.mount_path if match else mount
-    prefix = checkpoints.s3_prefix(directory, mount, cfg.storage.checkpoint_prefix if cfg else "checkpoints/")
+    prefix = checkpoints.s3_prefix(directory, mount, cfg.storage.checkpoint_prefix if cfg else "checkpoints/", team)
+    where = f"; team {team}'s, {prefix} of the bucket" if team is not None else ""
+    lines = [f"checkpoints: {directory} (the next run of {name} gets the same GPUCLUSTER_CHECKPOINT_DIR{where})"]
+    if bucket is None:
+        return lines + ["the newest one: give --bucket (or --stack, with the Pulumi CLI) to look in S3"]
     try:
         import boto3
 
@@ -75,18 +81,21 @@ def main(argv: list[str], s3_factory=None) -> int:
     parser.add_argument("--force", action="store_true", help="also a job `pulumi up` made (it will come back)")
     parser.add_argument("--bucket", help="the stack's bucket (default: its bucketName output)")
     common.add_cluster_args(parser)
+    common.add_team_arg(parser)
     args = common.parse(parser, argv)
     if isinstance(args, int):
         return args
     try:
         cfg = common.load_stack(args)
-        kube, namespace = common.cluster(args, cfg)
-        job = ops.find(kube, args.job, namespace)
+        kube, _ = common.cluster(args, cfg)
+        job = common.find_job(kube, args, cfg)
         deleted = ops.cancel(kube, job, args.force)
-    except (SubmitError, config.ConfigError, StackFileError, ClusterUnreachable, KubeError) as err:
+    except (SubmitError, config.ConfigError, StackFileError, ClusterUnreachable, KubeError,
+            common.BadArgument) as err:
         return common.fail(PROG, err)
     print(f"deleted {', '.join(deleted)}")
-    for line in checkpoint_lines(job, cfg, args.bucket or stack_bucket(args.stack), s3_factory):
+    team = common.team_in(cfg, job["metadata"]["namespace"])
+    for line in checkpoint_lines(job, cfg, args.bucket or stack_bucket(args.stack), s3_factory, team):
         print(line)
     sys.stdout.flush()
     return 0

@@ -6,14 +6,19 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from datetime import datetime
 from typing import Any
 
 from bootstrap import stackfile
+from bootstrap.cluster import kinds
 from bootstrap.cluster.api import ClusterUnreachable, Kube, KubeError
 from bootstrap.cluster.connect import connect
-from bootstrap.jobs import budget
+from bootstrap.jobs import budget, ops
+from bootstrap.jobs import committed as committed_jobs
+from bootstrap.jobs.committed import Committed
 from components.core import config
 from components.core.config.teams import TeamConfig
+from components.core.observability import spend
 
 DEFAULT_NAMESPACE = "training"
 
@@ -48,6 +53,51 @@ def team_of(cfg: config.StackConfig | None, name: str) -> TeamConfig | None:
         raise BadArgument(f"no team {name!r} in stack {cfg.stack}; its teams: "
                           f"{', '.join(t.name for t in cfg.teams) or '(none)'}")
     return team
+
+
+def add_team_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--team", help="the job is team T's: in its namespace (a stack job with `team:` is found "
+                                       "there without it)")
+
+
+def team_namespace(args: argparse.Namespace, cfg: config.StackConfig | None) -> str | None:
+    """--team's namespace (its name without --stack), None without --team; a --namespace that is not it is an
+    error."""
+    if not args.team:
+        return None
+    team = team_of(cfg, args.team)
+    namespace = team.namespace if team else args.team
+    if args.namespace not in (None, namespace):
+        raise BadArgument(f"--namespace {args.namespace} is not team {args.team}'s ({namespace}); give one of them")
+    return namespace
+
+
+def job_namespace(args: argparse.Namespace, cfg: config.StackConfig | None, job: str) -> str:
+    """Where job `job` is: --team's namespace, else --namespace, else a stack job's own (cfg.namespace_of: its
+    team's when it has `team:`), else the training namespace."""
+    if (namespace := team_namespace(args, cfg)) is not None:
+        return namespace
+    if args.namespace:
+        return args.namespace
+    if cfg is None:
+        return DEFAULT_NAMESPACE
+    match = next((j for j in cfg.jobs if j.name == job), None)
+    return cfg.namespace_of(match) if match is not None else cfg.training_namespace
+
+
+def find_job(kube: Kube, args: argparse.Namespace, cfg: config.StackConfig | None) -> dict[str, Any]:
+    """`args.job` where job_namespace says it is; not there, the stack's teams are named."""
+    namespace = job_namespace(args, cfg, args.job)
+    teams = tuple(t.name for t in cfg.teams) if cfg is not None and team_in(cfg, namespace) is None else ()
+    return ops.find(kube, args.job, namespace, teams)
+
+
+def team_in(cfg: config.StackConfig | None, namespace: str) -> str | None:
+    """The team whose namespace it is. Without a stack, any but the default training namespace is a team's (a
+    team's namespace is its name)."""
+    if cfg is None:
+        return None if namespace == DEFAULT_NAMESPACE else namespace
+    return next((t.name for t in cfg.teams if t.namespace == namespace), None)
 
 
 def parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace | int:
@@ -93,6 +143,19 @@ def duration(seconds: float | None) -> str:
     minutes = rest // 60
     text = " ".join(f"{n}{u}" for n, u in ((days, "d"), (hours, "h"), (minutes, "m")) if n) or f"{abs(seconds)}s"
     return f"-{text}" if seconds < 0 else text
+
+
+def committed(kube: Kube, cfg: config.StackConfig, namespace: str, now: datetime,
+              workloads: list[dict[str, Any]] | None = None,
+              jobs: list[dict[str, Any]] | None = None) -> Committed:
+    """What the namespace's unfinished jobs may still cost at the stack's prices (bootstrap/jobs/committed.py);
+    `workloads` and `jobs` when already read."""
+    if workloads is None:
+        workloads = kube.list(kinds.WORKLOAD, namespace)
+    if jobs is None:
+        jobs = ops.jobs(kube, namespace)
+    dearest_gpu = max(spend.gpu_prices(cfg).values(), default=0.0)
+    return committed_jobs.of(workloads, jobs, lambda pool: price_of(cfg, pool), dearest_gpu, now)
 
 
 def price_of(cfg: config.StackConfig | None, pool: str | None) -> float | None:

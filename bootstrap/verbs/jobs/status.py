@@ -7,7 +7,8 @@ Reads the namespace's MPIJobs and TrainJobs and their Kueue Workloads
 from admission; the cost is nodes x the pool's price (the stack's
 prices) over it. A team's spend is Prometheus' (bootstrap/jobs/budget.py):
 GPU requests of its running pods at the pools' prices, since 00:00 UTC on
-the 1st.
+the 1st; with --stack, also what its unfinished jobs may still cost
+(bootstrap/jobs/committed.py), which `submit` holds against the budget too.
 
 Exit 0; 1 when a job failed, the team is at or past its budget, or the
 --stack is bad; 2 when the cluster, the stack file or, with --team,
@@ -31,10 +32,12 @@ from components.core import config
 PROG = "python -m bootstrap status"
 
 
-def rows(kube, namespace: str, cfg: config.StackConfig | None, now: datetime) -> list[dict]:
-    workloads = kube.list(kinds.WORKLOAD, namespace)
+def rows(kube, namespace: str, cfg: config.StackConfig | None, now: datetime,
+         read: tuple[list[dict], list[dict]] | None = None) -> list[dict]:
+    """A row per job; `read`: the namespace's Workloads and jobs when already listed."""
+    workloads, jobs = read or (kube.list(kinds.WORKLOAD, namespace), ops.jobs(kube, namespace))
     out = []
-    for job in ops.jobs(kube, namespace):
+    for job in jobs:
         workload = state.workload_of(job, workloads)
         pool = (job["metadata"].get("labels") or {}).get(state.POOL_LABEL)
         item = state.row(job, workload, common.price_of(cfg, pool), now)
@@ -76,16 +79,27 @@ def team_spend(query: budget.Query, team: str, namespace: str, budget_usd: float
     return out
 
 
+def committed_phrase(c: dict[str, Any] | None) -> str:
+    """"; committed by N unfinished jobs: $X" (Committed.phrase, of its JSON), "" for none or unknown."""
+    if not c or not c["jobs"]:
+        return ""
+    n = c["jobs"]
+    amount = budget.usd(c["usd"]) if c["usd"] is not None else f"unlimited ({', '.join(c['unbounded'])} unbounded)"
+    return f"; committed by {n} unfinished job{'' if n == 1 else 's'}: {amount}"
+
+
 def render_spend(t: dict[str, Any]) -> str:
     head = f"team {t['team']} (namespace {t['namespace']})"
+    held = committed_phrase(t.get("committed"))
     if t["spend"] is None:
-        return f"{head}: spend this month unknown: {t['spendUnknown']}"
+        return f"{head}: spend this month unknown: {t['spendUnknown']}{held}"
     s = t["spend"]
     line = (f"{head}: spent {budget.usd(s['usd'])} this month (since {s['since'][:10]} UTC), "
             f"{s['gpuHours']:,.1f} GPU-hours")
     if t["budgetUsd"] is not None:
         line += (f"; budget {budget.usd(t['budgetUsd'])}: {t['usedShare']:.1%} used, "
                  f"{budget.usd(t['leftUsd'])} left")
+    line += held
     if s["partial"]:
         line += f"\n(a lower bound: {s['partial']})"
     return line
@@ -104,14 +118,12 @@ def main(argv: list[str], now: datetime | None = None) -> int:
     try:
         cfg = common.load_stack(args)
         team = common.team_of(cfg, args.team) if args.team else None
-        if args.team:
-            namespace = team.namespace if team else args.team
-            if args.namespace not in (None, namespace):
-                raise common.BadArgument(f"--namespace {args.namespace} is not team {args.team}'s ({namespace}); "
-                                         "give one of them")
-            args.namespace = namespace
+        args.namespace = common.team_namespace(args, cfg) or args.namespace
         kube, namespace = common.cluster(args, cfg)
-        items = rows(kube, namespace, cfg, now)
+        read = (kube.list(kinds.WORKLOAD, namespace), ops.jobs(kube, namespace))
+        items = rows(kube, namespace, cfg, now, read)
+        # What the team's unfinished jobs may still cost, at the stack's prices (none known without --stack).
+        held = common.committed(kube, cfg, namespace, now, *read) if args.team and cfg is not None else None
     except (config.ConfigError, StackFileError, ClusterUnreachable, KubeError, common.BadArgument) as err:
         return common.fail(PROG, err)
     code = 1 if any(r["phase"] == state.FAILED for r in items) else 0
@@ -121,6 +133,7 @@ def main(argv: list[str], now: datetime | None = None) -> int:
     spent = team_spend(common.prometheus(args, kube), args.team, namespace,
                        team.monthly_budget_usd if team else None, now,
                        cfg.observability.retention_days if cfg else None)
+    spent["committed"] = held.to_dict() if held is not None else None
     if args.json:
         print(json.dumps({**spent, "jobs": items}, indent=2))
     else:

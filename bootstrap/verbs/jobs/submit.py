@@ -10,12 +10,16 @@ A team's job (`--team T`, or the job's own `team:`) goes to the team's
 namespace at its priority class, which must be one of the team's. When the
 team has a monthly budget, the job's worst case (its nodes at the pool's
 price for its whole deadline or cost bound) plus what the team spent this
-month (Prometheus, bootstrap/jobs/budget.py) must fit it: otherwise, or
-when the job has no bound, it is refused, and so it is when the spend
-cannot be read. `--over-budget` (admins) submits anyway and says so.
+month (Prometheus, bootstrap/jobs/budget.py) plus what its unfinished jobs
+may still cost (bootstrap/jobs/committed.py) must fit it: otherwise, or
+when the job or an unfinished one has no bound, it is refused, and so it
+is when the spend cannot be read. `--over-budget` submits anyway and says
+so, for the cluster's admins only (the API server is asked: a
+SelfSubjectAccessReview); anyone else is refused.
 
 Exit 0: submitted. Exit 1: the stack or the job file has problems (each
-listed, as `plan` lists them), or the job does not fit its team's budget.
+listed, as `plan` lists them), the job does not fit its team's budget, or
+--over-budget from one who is no admin.
 Exit 2: not submitted for another reason (on stderr: the job exists, the
 cluster or Prometheus cannot be reached, ...).
 """
@@ -53,7 +57,8 @@ def check_budget(args: argparse.Namespace, cfg: config.StackConfig, kube, sub: r
     worst = budget.worst_case_usd(sub.job.nodes, sub.node_price_per_hour, sub.deadline_seconds)
     verdict = budget.judge(team.name, sub.name, team.monthly_budget_usd, worst,
                            lambda: budget.read(query, team.namespace, now, cfg.observability.retention_days),
-                           args.over_budget)
+                           args.over_budget, common.committed(kube, cfg, team.namespace, now),
+                           lambda: kube.may(*budget.ADMIN_CHECK))
     if verdict.refused:
         if args.json:
             print(json.dumps({"submitted": False, "name": sub.name, "namespace": sub.namespace,
@@ -69,8 +74,8 @@ def main(argv: list[str], sleep=None, now: datetime | None = None) -> int:
     parser.add_argument("--team", help="a team of the stack: the job runs as its (namespace, queue, priority "
                                        "classes, budget); a stack job must be the team's already")
     parser.add_argument("--over-budget", action="store_true",
-                        help="admins: submit even past the team's monthly budget, unbounded, or with its spend "
-                             "unknown (said in the output)")
+                        help="the cluster's admins: submit even past the team's monthly budget, unbounded, or "
+                             "with its spend unknown (said in the output)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     common.add_cluster_args(parser, stack_required=True)
     common.add_prometheus_args(parser)
