@@ -31,6 +31,11 @@ from tests.conftest import stack_config, stack_raw
 METRICS = k8s.UPSTREAM / "metrics"
 SLACK = "https://hooks.slack.com/services/T0123ABCD/B0123ABCD/abcdefghijklmnop"
 TOPIC = "arn:aws:sns:us-east-1:210987654321:gpu-alerts"
+# Overrides replace a whole key: a test changing one observability setting keeps prod's month of metrics,
+# which its teams' budgets need (a budget is checked against what Prometheus kept since the 1st).
+PROD_RETENTION = {"retentionDays": 32}
+# For a test of a setting no budget allows (the stack off, a retention under a month): prod without teams.
+NO_TEAMS = {"gpucluster:teams": []}
 
 
 # -- what the exporters emit, read from their own files ------------------------------------------
@@ -97,7 +102,8 @@ def test_the_metric_lists_are_read():
 
 def grafana_free(expr: str) -> str:
     """A panel's query as Prometheus sees it: Grafana's variables filled in."""
-    return expr.replace("$__rate_interval", "5m").replace("$__range", "1h").replace("$job", "llama-70b")
+    return (expr.replace("$__rate_interval", "5m").replace("$__range", "1h").replace("$namespace", "training")
+            .replace("$job", "llama-70b"))
 
 
 def selectors(node) -> list:
@@ -151,8 +157,13 @@ def test_every_dashboard_query_parses_and_names_only_emitted_metrics():
     boards = prod_dashboards()
     assert list(boards) == list(dashboards.DASHBOARD_KEYS) + ["gpucluster-spend.json"]  # prod has teams
     problems = [p for board in boards.values() for q in prometheus_queries(board) for p in check_query(q)]
-    variable = boards["gpucluster-job.json"]["templating"]["list"][0]
-    assert variable["query"]["query"] == f"label_values({alerts.JOB_NODE}, {metrics.JOB})"
+    # A job is its namespace and name: the namespace first, then its jobs.
+    variables = boards["gpucluster-job.json"]["templating"]["list"]
+    assert [(v["name"], v["query"]["query"], v["definition"]) for v in variables] == [
+        ("namespace", "label_values(gpucluster:job_node:info, namespace)",
+         "label_values(gpucluster:job_node:info, namespace)"),
+        ("job", 'label_values(gpucluster:job_node:info{namespace="$namespace"}, gpucluster_job)',
+         'label_values(gpucluster:job_node:info{namespace="$namespace"}, gpucluster_job)')]
     assert problems == []
 
 
@@ -171,14 +182,15 @@ def test_every_rule_parses_names_only_emitted_metrics_and_has_a_runbook():
 
 
 def test_alert_thresholds_come_from_the_stack():
-    cfg = stack_config("prod", {"gpucluster:observability": {"pendingAlertMinutes": 45}})
+    cfg = stack_config("prod", {"gpucluster:observability": {**PROD_RETENTION, "pendingAlertMinutes": 45}})
     by_name = {r["alert"]: r for r in alerts.alert_rules(cfg)}
     assert by_name["WorkloadPendingTooLong"]["for"] == "45m"
     assert by_name["JobGpusIdle"]["for"] == "15m" and by_name["JobGpusIdle"]["expr"].endswith("< 10")
     # prod's two jobs with a deadline: llama-70b's activeDeadlineSeconds, gpt-pretrain's maxCostUsd.
     deadlines = [r for r in alerts.alert_rules(cfg) if r["alert"] == "JobNearDeadline"]
-    assert [re.search(r'gpucluster_job="([^"]+)"\} > (\d+)', r["expr"]).groups() for r in deadlines] == [
-        ("llama-70b", str(int(3628800 * 0.9))), ("gpt-pretrain", str(int(deadline("gpt-pretrain") * 0.9)))]
+    assert [re.search(r'namespace="([^"]+)", gpucluster_job="([^"]+)"\} > (\d+)', r["expr"]).groups()
+            for r in deadlines] == [("training", "llama-70b", str(int(3628800 * 0.9))),
+                                    ("training", "gpt-pretrain", str(int(deadline("gpt-pretrain") * 0.9)))]
     xids = by_name["GpuXidNeedsNodeReplacement"]["expr"]
     # The EKS node monitoring agent's fatal XIDs and 154; any of them in the last 6 hours (the gauge holds
     # the last XID only, so a later harmless one must not end the alert).
@@ -186,6 +198,49 @@ def test_alert_thresholds_come_from_the_stack():
                                                                       119, 120, 140, 154]
     assert xids.startswith("max by (node, gpu) (max_over_time((") and xids.endswith(")[6h:1m]))")
     assert by_name["WorkloadPendingTooLong"]["expr"] == "sum by (cluster_queue) (kueue_pending_workloads) > 0"
+
+
+JOB_POD_JOIN = "on (namespace, pod) group_left"
+
+
+def test_per_job_rules_and_alerts_are_per_namespace_and_name():
+    """The same job name in two team namespaces is two jobs: each per-job rule groups, and each deadline alert
+    matches, by namespace too (dev's texts but for the namespace)."""
+    dev = stack_config("dev")
+    records = {r["record"]: r["expr"] for r in alerts.recording_rules(dev)}
+    assert records[alerts.JOB_NODE] == (f"max by (namespace, node, gpucluster_job) ({alerts.JOB_POD} * {JOB_POD_JOIN} "
+                                        '(node) kube_pod_info{node!=""})')
+    assert records[alerts.JOB_START] == ("min by (namespace, gpucluster_job) (kube_pod_start_time * "
+                                         f"{JOB_POD_JOIN} (gpucluster_job) {alerts.JOB_POD})")
+    by_name = {r["alert"]: r for r in alerts.alert_rules(dev)}
+    idle = by_name["JobGpusIdle"]
+    assert idle["expr"] == ("avg by (namespace, gpucluster_job) (DCGM_FI_DEV_GPU_UTIL * on (node) group_left "
+                            f"(namespace, gpucluster_job) {alerts.JOB_NODE}) < 10")
+    assert idle["annotations"]["summary"] == "Job {{ $labels.namespace }}/{{ $labels.gpucluster_job }}'s GPUs are " \
+                                             "under 10% busy"
+    # A team's job: its namespace is the team's (StackConfig.namespace_of).
+    jobs = json.loads(stack_raw("prod")["gpucluster:jobs"])
+    jobs[0]["team"] = "vision"
+    cfg = stack_config("prod", {"gpucluster:jobs": jobs})
+    near = [(r["expr"], r["annotations"]["summary"]) for r in alerts.alert_rules(cfg) if r["alert"] == "JobNearDeadline"]
+    assert near == [
+        ('time() - gpucluster:job_start_time:seconds{namespace="vision", gpucluster_job="llama-70b"} > 3265920',
+         "Job vision/llama-70b is past 90% of its 3628800 s deadline (or cost bound)"),
+        ('time() - gpucluster:job_start_time:seconds{namespace="training", gpucluster_job="gpt-pretrain"} > '
+         f'{int(deadline("gpt-pretrain") * 0.9)}',
+         f'Job training/gpt-pretrain is past 90% of its {deadline("gpt-pretrain")} s deadline (or cost bound)')]
+
+
+def test_the_job_dashboard_reads_one_namespace_s_job():
+    board = dashboards.job(stack_config("dev"), "fs-0123456789abcdef0", "us-east-1")
+    queries = prometheus_queries(board)
+    on_nodes = f'on (node) group_left () {alerts.JOB_NODE}{{namespace="$namespace", gpucluster_job="$job"}}'
+    on_pods = f'{JOB_POD_JOIN} () {alerts.JOB_POD}{{namespace="$namespace", gpucluster_job="$job"}}'
+    assert queries[0] == f"avg by (node) (DCGM_FI_DEV_GPU_UTIL * {on_nodes})"
+    assert queries[-2:] == [f"sum(gpucluster_job_tokens_per_second * {on_pods})",
+                            f"max(gpucluster_job_step_seconds * {on_pods})"]
+    # Each of its 12 Prometheus queries picks the job by both.
+    assert len(queries) == 12 and all('{namespace="$namespace", gpucluster_job="$job"}' in q for q in queries)
 
 
 def deadline(job: str) -> int:
@@ -288,7 +343,8 @@ def test_prod_installs_the_stack_on_the_system_nodes_with_a_sized_gp3_volume(pro
     assert (stack.inputs["version"], stack.inputs["namespace"]) == ("88.5.3", "monitoring")
     spec = stack.inputs["values"]["prometheus"]["prometheusSpec"]
     assert spec["nodeSelector"] == nodepool.SYSTEM_NODE_LABEL
-    assert spec["retention"] == "15d" and spec["retentionSize"] == f"{fp.retention_size_gb}GB"
+    # prod keeps 32 days (Pulumi.prod.yaml): a team's budget reads a month of spend.
+    assert spec["retention"] == "32d" and spec["retentionSize"] == f"{fp.retention_size_gb}GB"
     claim = spec["storageSpec"]["volumeClaimTemplate"]["spec"]
     assert claim["storageClassName"] == "gpucluster-gp3"
     assert claim["resources"]["requests"]["storage"] == f"{fp.volume_gib}Gi"
@@ -338,11 +394,18 @@ def test_efa_counters_run_on_efa_nodes_of_published_pinned_images(prod, run_stac
     assert objects(shared_recording("dev"), "DaemonSet") == []  # dev's g6e.xlarge has no EFA
 
 
-def test_three_dashboards_in_configmaps_the_sidecar_loads(prod):
-    maps = [o for o in objects(prod, "ConfigMap") if o["metadata"]["name"].startswith("gpucluster-")
+def dashboard_maps(rec) -> list[dict]:
+    return [o for o in objects(rec, "ConfigMap") if o["metadata"]["name"].startswith("gpucluster-")
             and o["metadata"].get("namespace") == "monitoring"]
+
+
+def test_the_dashboards_in_configmaps_the_sidecar_loads(prod):
+    maps = dashboard_maps(prod)
+    # The three, and GPU spend by team: prod has teams (dev, without, has the three only).
     assert sorted(o["metadata"]["name"] for o in maps) == ["gpucluster-cluster", "gpucluster-job",
-                                                           "gpucluster-node-health"]
+                                                           "gpucluster-node-health", "gpucluster-spend"]
+    assert sorted(o["metadata"]["name"] for o in dashboard_maps(shared_recording("dev"))) == [
+        "gpucluster-cluster", "gpucluster-job", "gpucluster-node-health"]
     for cm in maps:
         assert cm["metadata"]["labels"]["grafana_dashboard"] == "1" and cm["metadata"]["namespace"] == "monitoring"
         (text,) = cm["data"].values()
@@ -394,7 +457,7 @@ def test_the_system_nodes_reach_fsx_for_tensorboard_without_fsx_waiting_for_eks(
     assert len(on_cluster_sg) == 2
     assert all(r.inputs["referencedSecurityGroupId"] == cluster_sg for r in rules if r not in on_cluster_sg)
     assert not prod.depends_on(fs, eks)  # FSx is still created in parallel with EKS
-    off = run_stack("prod", {"gpucluster:observability": {"tensorboard": False}})
+    off = run_stack("prod", {"gpucluster:observability": {**PROD_RETENTION, "tensorboard": False}})
     assert not [r for r in off.resources if r.type.startswith("aws:vpc/securityGroup") and "-system" in r.name]
 
 
@@ -454,7 +517,7 @@ def test_operators_without_a_chart_monitor_get_ours_after_the_crds(prod):
 
 
 def test_disabled_leaves_the_metrics_stack_out(run_stack):
-    rec = run_stack("prod", {"gpucluster:observability": {"enabled": False}})
+    rec = run_stack("prod", {"gpucluster:observability": {"enabled": False}, **NO_TEAMS})
     charts = {r.inputs["chart"] for r in rec.of_type("kubernetes:helm.sh/v3:Release")}
     assert not charts & {"kube-prometheus-stack", "dcgm-exporter"}
     assert objects(rec, "DaemonSet") == [] and objects(rec, "PrometheusRule") == []
@@ -466,7 +529,7 @@ def test_disabled_leaves_the_metrics_stack_out(run_stack):
 
 
 def test_amp_remote_write_has_its_own_workspace_and_write_only_role(run_stack):
-    rec = run_stack("prod", {"gpucluster:observability": {"remoteWrite": "amp"}})
+    rec = run_stack("prod", {"gpucluster:observability": {**PROD_RETENTION, "remoteWrite": "amp"}})
     (workspace,) = rec.of_type("aws:amp/workspace:Workspace")
     (policy,) = [p for p in rec.of_type("aws:iam/rolePolicy:RolePolicy") if p.name.endswith("prometheus-role-policy")]
     assert json.loads(policy.inputs["policy"])["Statement"] == [
@@ -481,7 +544,7 @@ def test_amp_remote_write_has_its_own_workspace_and_write_only_role(run_stack):
 def test_sns_and_slack_receivers():
     from bootstrap.offline import mocks
 
-    raw = stack_raw("prod", {"gpucluster:observability": {"alertSnsTopicArn": TOPIC},
+    raw = stack_raw("prod", {"gpucluster:observability": {**PROD_RETENTION, "alertSnsTopicArn": TOPIC},
                              "gpucluster:alertSlackWebhookUrl": SLACK})
     rec = mocks.run_program(raw, "prod", secret_keys=("gpucluster:alertSlackWebhookUrl",))
     config = release(rec, "kube-prometheus-stack").inputs["values"]["alertmanager"]["config"]
@@ -540,7 +603,8 @@ def test_a_system_node_group_too_small_is_refused_with_the_shortfall_and_a_size_
 
 def test_the_sums_count_daemonsets_per_node_and_the_metrics_stack_only_when_on():
     on = system_nodes.capacity(stack_config("prod"))
-    off = system_nodes.capacity(stack_config("prod", {"gpucluster:observability": {"enabled": False}}))
+    # Off needs prod without its teams' budgets; teams run no system pod, so the difference is the stack's.
+    off = system_nodes.capacity(stack_config("prod", {"gpucluster:observability": {"enabled": False}, **NO_TEAMS}))
     prometheus = footprint(stack_config("prod")).prometheus_resources["requests"]
     # prometheus, operator, AM, the two config reloaders, grafana, KSM, NE x3, TB
     stack_cpu = 500 + 100 + 20 + 2 * 10 + (100 + 2 * 10) + 50 + 3 * 20 + 100
@@ -561,7 +625,7 @@ def test_the_plan_lists_the_monitoring_pieces(prod):
 
 
 def test_the_volume_is_fixed_and_the_estimate_only_warns(run_stack):
-    small = footprint(stack_config("prod", {"gpucluster:observability": {"retentionDays": 1}}))
+    small = footprint(stack_config("prod", {"gpucluster:observability": {"retentionDays": 1}, **NO_TEAMS}))
     large = footprint(stack_config("prod", {"gpucluster:observability": {"retentionDays": 180}}))
     # The size never follows maxNodes or retention: the operator cannot resize a claim it made.
     assert small.volume_gib == large.volume_gib == 100
@@ -569,7 +633,7 @@ def test_the_volume_is_fixed_and_the_estimate_only_warns(run_stack):
     assert large.needed_gib * 2**30 >= 2 * large.series / 30 * 2 * 180 * 86400
     assert large.needed_gib - 10 < 2 * large.series / 30 * 2 * 180 * 86400 / 2**30  # rounded up to 10 GiB, no more
     assert small.holds_retention and not large.holds_retention
-    assert footprint(stack_config("prod", {"gpucluster:observability": {"volumeGiB": 500}})).volume_gib == 500
+    assert footprint(stack_config("prod", {"gpucluster:observability": {**PROD_RETENTION, "volumeGiB": 500}})).volume_gib == 500
     # Size-based retention below the disk: 85 % of it, in Prometheus's GB (2^30 bytes).
     assert small.retention_size_gb == 85
     rec = run_stack("prod", {"gpucluster:observability": {"retentionDays": 180}})

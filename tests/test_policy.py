@@ -778,7 +778,7 @@ def test_team_job_role_prefix(prod):
     listing = {"Effect": "Allow", "Action": "s3:ListBucket", "Resource": bucket}
     assert f"s3:listbucket on {bucket} with no s3:prefix condition: lists keys outside teams/vision/" in \
         findings([listing])[0]
-    assert "with s3:prefix ['teams/*']" in findings(
+    assert "with StringLike s3:prefix ['teams/*']" in findings(
         [{**listing, "Condition": {"StringLike": {"s3:prefix": ["teams/*"]}}}])[0]
     assert findings([{**listing, "Condition": {"StringLike": {"s3:prefix": "teams/vision/*"}}}]) == []
     assert f"s3:* on the bucket {bucket} itself" in findings([{"Effect": "Allow", "Action": "s3:*",
@@ -790,6 +790,46 @@ def test_team_job_role_prefix(prod):
     # The training namespace's role keeps the whole bucket: no team's, not judged.
     training = one(prod, ROLE_POLICY, "-job-identity-bucket-access")
     assert _statements(training)[1]["Resource"] == f"{bucket}/*"
+
+
+def test_a_team_listing_is_scoped_by_stringequals_or_stringlike_inside_its_prefix_only(prod):
+    """IAM User Guide, "IAM JSON policy elements: Condition operators": a negated operator matches every other
+    prefix (and a request without one), ...IfExists a request without the key, ...IgnoreCase the prefix in another
+    case; "Single-valued vs. multivalued context keys": ForAllValues: holds without the key, ForAnyValue: tests a
+    single value as the plain operator does."""
+    access = one(prod, ROLE_POLICY, "team-vision-job-bucket-access")
+    bucket = _statements(access)[0]["Resource"]
+
+    def findings(condition: dict) -> list[str]:
+        statement = {"Effect": "Allow", "Action": "s3:ListBucket", "Resource": bucket, "Condition": condition}
+        bad = _with_statements(access, [statement])
+        return [m for _, m in validate_stack("team-job-role-prefix", swap(prod, lambda r: r.urn == access.urn, bad))]
+
+    def why(what: str) -> str:
+        return (f"RolePolicy {access.name}: team vision's job role, statement 0: s3:listbucket on {bucket} with "
+                f"{what}: lists keys outside teams/vision/. Fix: allow objects under teams/vision/ only, list with an "
+                "s3:prefix condition inside it (components.core.job_identity).")
+
+    # Negated: every prefix but language's (or vision's own) is listable.
+    assert findings({"StringNotLike": {"s3:prefix": "teams/language/*"}}) == [
+        why("StringNotLike s3:prefix ['teams/language/*']")]
+    assert findings({"StringNotEquals": {"s3:prefix": ["teams/vision/"]}}) == [
+        why("StringNotEquals s3:prefix ['teams/vision/']")]
+    assert findings({"StringNotLike": {"s3:prefix": "teams/vision/*"}}) == [
+        why("StringNotLike s3:prefix ['teams/vision/*']")]
+    for operator in ("StringLikeIfExists", "StringEqualsIgnoreCase", "ForAllValues:StringLike",
+                     "ForAnyValue:StringNotLike"):
+        assert findings({operator: {"s3:prefix": "teams/vision/*"}}) == [why(f"{operator} s3:prefix ['teams/vision/*']")]
+    assert findings({"StringLike": {"s3:prefix": []}}) == [why("StringLike s3:prefix []")]  # nothing to match
+    # A statement's operators all hold: a negation narrows a scoped listing, and cannot scope a wide one.
+    assert findings({"StringLike": {"s3:prefix": "teams/*"}, "StringNotLike": {"s3:prefix": "teams/language/*"}}) == [
+        why("StringLike s3:prefix ['teams/*'], StringNotLike s3:prefix ['teams/language/*']")]
+    for scoped in ({"StringEquals": {"s3:prefix": ["teams/vision/", "teams/vision/data/"]}},
+                   {"StringLike": {"S3:Prefix": "teams/vision/*"}},  # key names are case-insensitive
+                   {"ForAnyValue:StringLike": {"s3:prefix": "teams/vision/*"}},
+                   {"ForAnyValue:StringEquals": {"s3:prefix": "teams/vision/"}},
+                   {"StringLike": {"s3:prefix": "teams/vision/*"}, "StringNotLike": {"s3:prefix": "teams/vision/x/*"}}):
+        assert findings(scoped) == [], scoped
 
 
 def test_a_team_job_role_is_found_by_its_trust_policy_alone(prod):

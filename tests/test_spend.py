@@ -1,7 +1,8 @@
 """GPU spend per team and job in Prometheus (components/core/observability/spend.py): the recording rules, the
 month-to-date rules and budget alerts for prod's teams (vision, language), the "GPU spend by team" dashboard,
 nothing of it without teams; and, when a promtool is at hand, the rules evaluated by Prometheus' own unit
-tester on synthetic kube-state-metrics series.
+tester on synthetic kube-state-metrics series (two replicas' overlapping ones too, and one job name in two
+team namespaces).
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ from tests.test_observability import check_query
 TEAMS = "vision|language"
 ZEROS = ('label_replace(vector(0), "namespace", "vision", "", "") or '
          'label_replace(vector(0), "namespace", "language", "", "")')
-RUNNING = ('kube_pod_container_resource_requests{resource="nvidia_com_gpu"} * on (namespace, pod) group_left () '
-           '(kube_pod_status_phase{phase="Running"} == 1)')
+# Each deduplicated first: two kube-state-metrics replicas export the same series during a rollout.
+RUNNING = ('max by (namespace, pod, node, container) (kube_pod_container_resource_requests{resource="nvidia_com_gpu"})'
+           ' * on (namespace, pod) group_left () max by (namespace, pod) (kube_pod_status_phase{phase="Running"} == 1)')
 KSM_PODS = k8s.UPSTREAM / "metrics" / "kube-state-metrics-v2.20.0-pod-metrics.md"
 
 
@@ -56,7 +58,8 @@ def test_the_gpu_request_series_is_kube_state_metrics_own():
     assert re.sub(r"[^a-zA-Z0-9_]", "_", "nvidia.com/gpu") == spend.GPU_RESOURCE
     row = next(line for line in KSM_PODS.read_text().splitlines() if line.startswith("| kube_pod_container_resource_"
                                                                                        "requests "))
-    assert all(f"`{label}`" in row for label in ("resource", "node", "pod", "namespace"))  # joined on node, pod
+    # Kept per container, joined on pod and node.
+    assert all(f"`{label}`" in row for label in ("resource", "node", "pod", "namespace", "container"))
 
 
 # -- the per-minute rules ---------------------------------------------------------------------------------------
@@ -219,8 +222,10 @@ NODE = 'kube_node_labels{{node="{node}", label_node_kubernetes_io_instance_type=
        'label_gpucluster_io_pool="h100"}}'
 
 
-def pod_series(ns: str, pod: str, node: str, job: str, running: str, gpus: int = 8) -> list[dict]:
-    base = f'namespace="{ns}", pod="{pod}", uid="{pod}-uid"'
+def pod_series(ns: str, pod: str, node: str, job: str, running: str, gpus: int = 8,
+               instance: str | None = None) -> list[dict]:
+    """A pod's kube-state-metrics series; `instance`: the replica exporting them (honorLabels keeps the pod's)."""
+    base = f'namespace="{ns}", pod="{pod}", uid="{pod}-uid"' + (f', instance="{instance}"' if instance else "")
     return [
         {"series": f'kube_pod_container_resource_requests{{{base}, container="worker", node="{node}", '
                    f'resource="nvidia_com_gpu", unit="integer"}}', "values": f"{gpus}x200"},
@@ -308,4 +313,73 @@ def test_promtool_month_start_and_what_month_to_date_keeps(tmp_path):
         {"interval": "1m", "input_series": [], "promql_expr_test": [
             {"expr": spend.TEAM_SPEND, "eval_time": "90m", "exp_samples": [  # 30 minutes at 60 USD/h
                 {"labels": f'{spend.TEAM_SPEND}{{namespace="vision"}}', "value": 30}]}]}])
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@needs_promtool
+def test_promtool_two_kube_state_metrics_replicas_count_once(tmp_path):
+    # A rollout: the new replica exports the same series from minute 30, with its own `instance`, so for a while
+    # every kube-state-metrics series is there twice.
+    cfg = stack_config("prod")
+    replicas = {"10.0.1.5:8080": "", "10.0.2.7:8080": "_x30 "}  # the new one: nothing for 30 minutes
+    series = []
+    for instance, gap in replicas.items():
+        entries = [{"series": NODE.format(node="n1").replace("}", f', instance="{instance}"}}'), "values": "1x200"},
+                   *pod_series("vision", "va-worker-0", "n1", "va", "1x200", instance=instance)]
+        series += [{**e, "values": gap + e["values"].replace("x200", "x170" if gap else "x200")} for e in entries]
+    checks = [
+        {"expr": spend.POD_GPUS, "eval_time": t, "exp_samples": [
+            {"labels": f'{spend.POD_GPUS}{{namespace="vision", pod="va-worker-0", node="n1"}}', "value": 8}]}
+        for t in ("20m", "60m")] + [
+        {"expr": spend.TEAM_COST, "eval_time": "60m", "exp_samples": [
+            {"labels": f'{spend.TEAM_COST}{{namespace="vision"}}', "value": 55.04},  # 8 GPUs at 6.88
+            {"labels": f'{spend.TEAM_COST}{{namespace="language"}}', "value": 0}]},
+        {"expr": spend.JOB_GPUS, "eval_time": "60m", "exp_samples": [
+            {"labels": f'{spend.JOB_GPUS}{{namespace="vision", gpucluster_job="va"}}', "value": 8}]},
+    ]
+    rule_groups = [g for g in alerts.prometheus_rule(cfg, ps.NAMESPACE)["spec"]["groups"]
+                   if g["name"] != "gpucluster.alerts"]
+    done = promtool_test(tmp_path, rule_groups, [{"interval": "1m", "input_series": series,
+                                                   "promql_expr_test": checks}])
+    assert done.returncode == 0, done.stdout + done.stderr
+    # The same series through the join without max: an error once both replicas export (the rule would record
+    # nothing), so the series above do overlap as a rollout's do.
+    unguarded = ('sum by (namespace, pod, node) (kube_pod_container_resource_requests{resource="nvidia_com_gpu"} '
+                 '* on (namespace, pod) group_left () (kube_pod_status_phase{phase="Running"} == 1))')
+    done = promtool_test(tmp_path, [], [{"interval": "1m", "input_series": series, "promql_expr_test": [
+        {"expr": unguarded, "eval_time": "60m", "exp_samples": [
+            {"labels": '{namespace="vision", pod="va-worker-0", node="n1"}', "value": 8}]}]}])
+    assert done.returncode != 0 and "many-to-many matching not allowed" in done.stdout + done.stderr, done.stdout
+
+
+@needs_promtool
+def test_promtool_the_same_job_name_in_two_team_namespaces_is_two_jobs(tmp_path):
+    # vision's and language's "train", each on its own node: vision's GPUs idle, language's busy.
+    rule = alerts.prometheus_rule(stack_config("dev"), ps.NAMESPACE)  # the per-job rules are every stack's
+    groups_ = {g["name"]: g for g in rule["spec"]["groups"]}
+    idle = [r for r in groups_["gpucluster.alerts"]["rules"] if r["alert"] == "JobGpusIdle"]
+    series = []
+    for ns, node, started, util in (("vision", "n1", 100, 5), ("language", "n2", 2000, 90)):
+        pod = f'namespace="{ns}", pod="train-worker-0"'
+        series += [
+            {"series": f'kube_pod_labels{{{pod}, uid="{ns}-uid", label_gpucluster_io_job="train"}}', "values": "1x60"},
+            {"series": f'kube_pod_info{{{pod}, uid="{ns}-uid", node="{node}"}}', "values": "1x60"},
+            {"series": f'kube_pod_start_time{{{pod}, uid="{ns}-uid"}}', "values": f"{started}x60"},
+            {"series": f'DCGM_FI_DEV_GPU_UTIL{{node="{node}", gpu="0", {pod}}}', "values": f"{util}x60"},
+        ]
+    job = 'gpucluster_job="train"'
+    done = promtool_test(tmp_path, [groups_["gpucluster.records"], {"name": "alerts", "rules": idle}], [
+        {"interval": "1m", "input_series": series, "promql_expr_test": [
+            {"expr": alerts.JOB_NODE, "eval_time": "30m", "exp_samples": [
+                {"labels": f'{alerts.JOB_NODE}{{namespace="vision", node="n1", {job}}}', "value": 1},
+                {"labels": f'{alerts.JOB_NODE}{{namespace="language", node="n2", {job}}}', "value": 1}]},
+            {"expr": alerts.JOB_START, "eval_time": "30m", "exp_samples": [
+                {"labels": f'{alerts.JOB_START}{{namespace="vision", {job}}}', "value": 100},
+                {"labels": f'{alerts.JOB_START}{{namespace="language", {job}}}', "value": 2000}]},
+        ], "alert_rule_test": [
+            {"eval_time": "30m", "alertname": "JobGpusIdle", "exp_alerts": [
+                {"exp_labels": {"severity": "warning", "namespace": "vision", "gpucluster_job": "train"},
+                 "exp_annotations": {"summary": "Job vision/train's GPUs are under 10% busy",
+                                     "runbook": idle[0]["annotations"]["runbook"]}}]},
+        ]}])
     assert done.returncode == 0, done.stdout + done.stderr

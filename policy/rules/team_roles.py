@@ -8,6 +8,17 @@ with the s3:prefix condition key), GetBucketLocation, nothing else of the bucket
 and no other bucket. Its inline policies and the stack's own managed policies
 attached to it are read; AWS managed policies (gpucluster:jobPolicyArns) are the
 stack's choice.
+
+Only a positive string operator scopes a listing (IAM User Guide, "IAM JSON
+policy elements: Condition operators"): StringNotEquals/StringNotLike match
+every prefix but the ones named, and are true when the key is absent;
+...IfExists is true when the key is absent; ...IgnoreCase also matches the
+prefix in another case, another prefix (S3 keys are case-sensitive). ForAnyValue:StringEquals/StringLike are
+kept: for a key with one value, such as s3:prefix, they test it as the plain
+operator does and are false without it ("Single-valued vs. multivalued context
+keys"), while ForAllValues: is true without it. A statement's operators must all
+hold (IAM User Guide, "IAM JSON policy elements: Condition"), so one scoping
+operator inside the prefix bounds the listing, whatever the others say.
 """
 
 from __future__ import annotations
@@ -34,6 +45,8 @@ NAMESPACE_TAG = "aws:RequestTag/kubernetes-namespace"
 # GetBucketLocation reads or changes the bucket as a whole.
 LISTING = frozenset({"s3:listbucket", "s3:listbucketversions", "s3:listbucketmultipartuploads"})
 BUCKET_ACTIONS_ALLOWED = frozenset({"s3:getbucketlocation"})
+# The operators that bound s3:prefix (see the module's docstring).
+SCOPING_OPERATORS = frozenset({"StringEquals", "StringLike", "ForAnyValue:StringEquals", "ForAnyValue:StringLike"})
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -48,16 +61,26 @@ def _s3_arn(resource: str) -> tuple[str, str | None] | None:
     return (match[1], match[2]) if match else None
 
 
-def _prefix_conditions(statement: Mapping[str, Any]) -> list[Any] | None:
-    """The s3:prefix values a statement's condition allows (None: no s3:prefix condition)."""
-    values: list[Any] | None = None
-    for operator, block in (statement.get("Condition") or {}).items():
-        if "String" not in operator or not isinstance(block, Mapping):
+def _prefix_conditions(statement: Mapping[str, Any]) -> list[tuple[str, list[Any]]]:
+    """(operator, values) of each s3:prefix condition of a statement, in its order."""
+    condition = statement.get("Condition")
+    out = []
+    for operator, block in (condition.items() if isinstance(condition, Mapping) else ()):
+        if not isinstance(block, Mapping):
             continue
         for key, value in block.items():
-            if key.lower() == "s3:prefix":
-                values = (values or []) + _as_list(value)
-    return values
+            # Condition key names are case-insensitive (IAM User Guide, "IAM JSON policy elements: Condition");
+            # an operator is compared as written: one spelled otherwise is taken as not scoping.
+            if str(key).lower() == "s3:prefix":
+                out.append((str(operator), _as_list(value)))
+    return out
+
+
+def _scoped(conditions: list[tuple[str, list[Any]]], prefix: str) -> bool:
+    """Whether one of these s3:prefix conditions keeps a listing within `prefix`."""
+    return any(operator in SCOPING_OPERATORS and values and all(isinstance(v, str) and v.startswith(prefix)
+                                                                for v in values)
+               for operator, values in conditions)
 
 
 def statement_problems(statement: Mapping[str, Any], team: str) -> list[str]:
@@ -92,10 +115,9 @@ def statement_problems(statement: Mapping[str, Any], team: str) -> list[str]:
             if wide:
                 out.append(f"{', '.join(wide)} on the bucket {resource} itself")
             listing = [a for a in s3 if a in LISTING]
-            allowed = _prefix_conditions(statement)
-            if listing and (allowed is None or not all(isinstance(v, str) and v.startswith(prefix)
-                                                       for v in allowed)):
-                what = "no s3:prefix condition" if allowed is None else f"s3:prefix {allowed}"
+            conditions = _prefix_conditions(statement)
+            if listing and not _scoped(conditions, prefix):
+                what = ", ".join(f"{op} s3:prefix {values}" for op, values in conditions) or "no s3:prefix condition"
                 out.append(f"{', '.join(listing)} on {resource} with {what}: lists keys outside {prefix}")
     return out
 

@@ -22,8 +22,9 @@ from components.core.planning import teardown
 
 API_VERSION = "monitoring.coreos.com/v1"
 JOB_POD = m.JOB_POD  # 1 per (namespace, pod, gpucluster_job)
-JOB_NODE = "gpucluster:job_node:info"  # 1 per (node, gpucluster_job)
-JOB_START = "gpucluster:job_start_time:seconds"  # the oldest pod's start, per gpucluster_job
+# A job is its namespace and name: teams may each run a job of the same name.
+JOB_NODE = "gpucluster:job_node:info"  # 1 per (namespace, node, gpucluster_job)
+JOB_START = "gpucluster:job_start_time:seconds"  # the oldest pod's start, per (namespace, gpucluster_job)
 NODE_BANDWIDTH = "gpucluster:node_network_bandwidth:gbps"  # the instance type's, per node
 COST = "gpucluster:cluster_cost_usd_per_hour"  # nodes running now, at the stack's prices
 IDLE_GPU_PERCENT = 10
@@ -57,10 +58,10 @@ def recording_rules(cfg: StackConfig) -> list[dict[str, Any]]:
         for t in _types(cfg))
     return [
         {"record": JOB_POD, "expr": _job_pod_rule()},
-        {"record": JOB_NODE, "expr": f"max by (node, {m.JOB}) ({JOB_POD} * on (namespace, pod) group_left (node) "
-                                     'kube_pod_info{node!=""})'},
-        {"record": JOB_START, "expr": f"min by ({m.JOB}) (kube_pod_start_time * on (namespace, pod) group_left "
-                                      f"({m.JOB}) {JOB_POD})"},
+        {"record": JOB_NODE, "expr": f"max by (namespace, node, {m.JOB}) ({JOB_POD} * on (namespace, pod) "
+                                     'group_left (node) kube_pod_info{node!=""})'},
+        {"record": JOB_START, "expr": f"min by (namespace, {m.JOB}) (kube_pod_start_time * on (namespace, pod) "
+                                      f"group_left ({m.JOB}) {JOB_POD})"},
         {"record": NODE_BANDWIDTH, "expr": bandwidth},
         {"record": COST, "expr": _per_type(cfg, lambda t: f"{cfg.price(t):g}")},
     ]
@@ -89,9 +90,10 @@ def alert_rules(cfg: StackConfig) -> list[dict[str, Any]]:
                f"{XID_ALERT_HOURS} hours",
                "This XID does not clear with a job restart: cordon and drain the node, then terminate the instance "
                "(the node group replaces it); `kubectl cordon {{ $labels.node }}`."),
-        _alert("JobGpusIdle", f"avg by ({m.JOB}) (DCGM_FI_DEV_GPU_UTIL * on (node) group_left ({m.JOB}) {JOB_NODE}) "
-                              f"< {IDLE_GPU_PERCENT}", IDLE_MINUTES, "warning",
-               "Job {{ $labels.gpucluster_job }}'s GPUs are under 10% busy",
+        # group_left sets `namespace` to the job's: a GPU series carries its pod's only while a pod holds it.
+        _alert("JobGpusIdle", f"avg by (namespace, {m.JOB}) (DCGM_FI_DEV_GPU_UTIL * on (node) group_left "
+                              f"(namespace, {m.JOB}) {JOB_NODE}) < {IDLE_GPU_PERCENT}", IDLE_MINUTES, "warning",
+               "Job {{ $labels.namespace }}/{{ $labels.gpucluster_job }}'s GPUs are under 10% busy",
                "A running job whose GPUs idle is stuck (data loading, a hung collective) or finished without "
                "exiting: read its logs, then stop it; every idle minute bills."),
         _alert("EfaErrorsRising", f'sum by (node, device, counter) (increase({m.EFA_COUNTER}{{counter=~"{errors}"}}'
@@ -128,8 +130,9 @@ def alert_rules(cfg: StackConfig) -> list[dict[str, Any]]:
         if deadline is None:
             continue
         rules.append(_alert(
-            "JobNearDeadline", f'time() - {JOB_START}{{{m.JOB}="{job.name}"}} > {int(deadline * DEADLINE_SHARE)}', 0,
-            "warning", f"Job {job.name} is past 90% of its {deadline} s deadline (or cost bound)",
+            "JobNearDeadline", f'time() - {JOB_START}{{namespace="{cfg.namespace_of(job)}", {m.JOB}="{job.name}"}} '
+                               f"> {int(deadline * DEADLINE_SHARE)}", 0,
+            "warning", f"Job {cfg.namespace_of(job)}/{job.name} is past 90% of its {deadline} s deadline (or cost bound)",
             "It will be stopped at the deadline: let it checkpoint, or raise runPolicy.activeDeadlineSeconds / "
             "maxCostUsd and `pulumi up` before then."))
     return rules + spend.budget_alerts(cfg)

@@ -3,9 +3,9 @@ with teams, GPU spend by team.
 
 Every Prometheus query names only series the pinned exporters or our rules
 emit (tests parse each one as PromQL and check its metric names). The job
-dashboard's `job` variable lists the jobs Prometheus has seen; its FSx
-panel reads CloudWatch (AWS/FSx), drawn against the file system's own
-throughput.
+dashboard's `namespace` and `job` variables list the jobs Prometheus has
+seen (a job is its namespace and name); its FSx panel reads CloudWatch
+(AWS/FSx), drawn against the file system's own throughput.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ PROMETHEUS = {"type": "prometheus", "uid": "prometheus"}  # kube-prometheus-stac
 CLOUDWATCH = {"type": "cloudwatch", "uid": "cloudwatch"}  # ours (prometheus_stack.py)
 RATE = "$__rate_interval"
 RANGE = "$__range"  # the dashboard's time range, in Grafana's queries
-JOB_VAR = f'{m.JOB}="$job"'
+JOB_VAR = f'namespace="$namespace", {m.JOB}="$job"'  # teams may each run a job of the same name
 FSX_METRICS = ("DataReadBytes", "DataWriteBytes")  # AWS/FSx, Sum per period (FSx for Lustre User Guide, metrics)
 FSX_FREE = "FreeDataStorageCapacity"
 
@@ -92,10 +92,17 @@ def fsx_throughput_mb_s(cfg: StackConfig) -> float:
     return fsx.storage_capacity_gib / FSX_GIB_PER_TIB * per_tib
 
 
+def _variable(name: str, query: str) -> dict[str, Any]:
+    """A variable listing a label's values, of the series a selector names (Grafana, "Prometheus template
+    variables": label_values(metric, label)); refresh 2: on each time range change."""
+    return {"name": name, "label": name, "type": "query", "datasource": PROMETHEUS, "refresh": 2,
+            "query": {"query": query, "refId": f"{name}s"}, "definition": query}
+
+
 def job(cfg: StackConfig, file_system_id: str, region: str) -> dict[str, Any]:
-    variable = {"name": "job", "label": "job", "type": "query", "datasource": PROMETHEUS, "refresh": 2,
-                "query": {"query": f"label_values({alerts.JOB_NODE}, {m.JOB})", "refId": "jobs"},
-                "definition": f"label_values({alerts.JOB_NODE}, {m.JOB})"}
+    # The namespaces running a job, then that namespace's jobs.
+    variables = [_variable("namespace", f"label_values({alerts.JOB_NODE}, namespace)"),
+                 _variable("job", f'label_values({alerts.JOB_NODE}{{namespace="$namespace"}}, {m.JOB})')]
     rdma = "|".join(m.EFA_RDMA)
     fsx_mb_s = fsx_throughput_mb_s(cfg)
     panels = [
@@ -133,7 +140,7 @@ def job(cfg: StackConfig, file_system_id: str, region: str) -> dict[str, Any]:
                f"{{{JOB_VAR}}})", "step"),
         ], "s", 12, 32),
     ]
-    return _dashboard("gpucluster-job", f"gpucluster / {cfg.cluster_name} / job", panels, [variable])
+    return _dashboard("gpucluster-job", f"gpucluster / {cfg.cluster_name} / job", panels, variables)
 
 
 def node_health(cfg: StackConfig) -> dict[str, Any]:

@@ -87,8 +87,12 @@ def recording_rules(cfg: StackConfig) -> list[dict[str, Any]]:
     """The per-minute group: prices, GPUs and cost per pod, team and job (in this order: each reads the last)."""
     prices = " or ".join(f'max by (node) (kube_node_labels{{{m.INSTANCE_TYPE_LABEL}="{t}"}}) * 0 + {_number(p)}'
                          for t, p in gpu_prices(cfg).items())
-    running = (f'kube_pod_container_resource_requests{{resource="{GPU_RESOURCE}"}} * on (namespace, pod) '
-               'group_left () (kube_pod_status_phase{phase="Running"} == 1)')
+    # One series per container and per pod however many kube-state-metrics replicas export them: during a
+    # rollout two export the same series (but for `instance`), which would double the requests, and put two
+    # phases on the join's one side, a many-to-many error that records nothing for the whole evaluation.
+    running = (f'max by (namespace, pod, node, container) (kube_pod_container_resource_requests{{resource='
+               f'"{GPU_RESOURCE}"}}) * on (namespace, pod) group_left () max by (namespace, pod) '
+               '(kube_pod_status_phase{phase="Running"} == 1)')
     return [
         {"record": NODE_GPU_PRICE, "expr": prices},
         {"record": POD_GPUS, "expr": f"sum by (namespace, pod, node) ({running})"},
