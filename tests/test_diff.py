@@ -176,11 +176,19 @@ def test_a_larger_pool_changes_its_node_group_quota_and_cost_and_nothing_else(pr
         "gpucluster-prod-h100-node-group": ["scalingConfig.maxSize", "tags.gpucluster.io/scaling"],
         "gpucluster-prod-queue-cluster-queue": [
             f"spec.resourceGroups[0].flavors[1].resources[{i}].nominalQuota" for i in range(5)],
+        # language's guarantee is a share of the pool (0.25: 4 of 16 nodes, 5 of 20); vision's is 32 GPUs, fixed.
+        "gpucluster-prod-queue-team-language-cluster-queue": [
+            f"spec.resourceGroups[0].flavors[1].resources[{i}].nominalQuota" for i in range(5)],
         # Prometheus is sized for every pool at maxNodes: four more p5 nodes' series.
         "gpucluster-prod-monitoring-stack": ["values.prometheus.prometheusSpec.resources.limits.memory",
                                              "values.prometheus.prometheusSpec.resources.requests.memory"],
     }
     assert not any(c.replaced for c in result.changed)
+    gpus = {c.row["name"]: (before, after) for c in result.changed for p, before, after in c.properties
+            if p == "spec.resourceGroups[0].flavors[1].resources[2].nominalQuota"}
+    # The training namespace keeps what the teams are not guaranteed: 16 - 8 nodes, then 20 - 4 - 5.
+    assert gpus == {"gpucluster-prod-queue-cluster-queue": ("64", "88"),
+                    "gpucluster-prod-queue-team-language-cluster-queue": ("32", "40")}
     text = plan_diff.render(result)
     # 4 more nodes at maxNodes, and their 500 GiB gp3 root volumes.
     four_more = round(4 * catalog.price("p5.48xlarge") + 4 * 500 * 1.073741824 * 0.08 / 730, 2)

@@ -18,8 +18,9 @@ ASSOCIATION = "aws:eks/podIdentityAssociation:PodIdentityAssociation"
 ADDON = "aws:eks/addon:Addon"
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
-# Every Pod Identity role of the program: the monitoring ones need AMP and an SNS topic.
-EVERY_ROLE = {"gpucluster:observability": {"remoteWrite": "amp",
+# Every Pod Identity role of the program: the monitoring ones need AMP and an SNS topic; prod's teams' job
+# roles stay (their budgets need prod's 32 days of metrics, which this override keeps).
+EVERY_ROLE = {"gpucluster:observability": {"retentionDays": 32, "remoteWrite": "amp",
                                            "alertSnsTopicArn": "arn:aws:sns:us-east-1:000000000000:alerts"}}
 
 
@@ -62,6 +63,11 @@ def test_every_pod_identity_role_trusts_only_its_own_association(prod):
     assert sorted(pod_roles) == sorted(used) and len(used) == len(found)
     assert {"aws-node", "ebs-csi-controller-sa", "fsx-csi-controller-sa", "cluster-autoscaler", "grafana",
             "prometheus", "alertmanager"} <= {sa for *_, sa in found}
+    # The jobs' roles, one per job namespace: training's and each team's (prod's vision and language).
+    assert sorted((ns, what) for what, _, _, ns, sa in found if sa == "default") == [
+        ("language", "gpucluster-prod-team-language-job-pod-identity"),
+        ("training", "gpucluster-prod-job-identity-pod-identity"),
+        ("vision", "gpucluster-prod-team-vision-job-pod-identity")]
 
 
 def test_the_trust_policies_are_the_guides_and_service_role_still_takes_five_arguments(run_mocked):

@@ -255,24 +255,47 @@ def prod():
     return shared_recording("prod", prod_started())
 
 
+def with_a_team_job():
+    """prod's jobs started, gpt-pretrain in team vision's namespace: a team job is held by its policies too."""
+    from tests.conftest import prod_started
+
+    overrides = prod_started()
+    overrides["gpucluster:jobs"] = [{**job, "team": "vision"} if job["name"] == "gpt-pretrain" else job
+                                    for job in overrides["gpucluster:jobs"]]
+    return shared_recording("prod", overrides)
+
+
 def test_registered_in_both_stacks_before_any_job(prod, run_stack):
-    for rec, extra in ((prod, {"efa-counters-ingress"}), (shared_recording("dev"), set())):
-        policies = {r.inputs["metadata"]["name"]: r for r in rec.of_type(NETPOL)}
-        assert set(policies) == {p["metadata"]["name"] for p in POLICIES} | {"mpi-operator-ingress"} | extra
-        (namespace,) = [r for r in rec.of_type("kubernetes:core/v1:Namespace") if r.name.endswith("training-ns")]
+    team_run = with_a_team_job()
+    # Each job namespace has the same policies: training, and in prod each team's (vision, language).
+    for rec, namespaces, extra in ((prod, ("training", "vision", "language"), {"efa-counters-ingress"}),
+                                   (team_run, ("training", "vision", "language"), {"efa-counters-ingress"}),
+                                   (shared_recording("dev"), ("training",), set())):
+        in_namespace = {(r.inputs["metadata"]["namespace"], r.inputs["metadata"]["name"]): r
+                        for r in rec.of_type(NETPOL)}
+        assert len(in_namespace) == len(rec.of_type(NETPOL))
+        assert set(in_namespace) == {(ns, p["metadata"]["name"]) for ns in namespaces for p in POLICIES} | {
+            ("mpi-operator", "mpi-operator-ingress")} | {("monitoring", name) for name in extra}
         (queue,) = [r for r in rec.resources if r.type == "gpucluster:index:Queue"]
-        for policy in POLICIES:
-            registered = policies[policy["metadata"]["name"]]
-            assert {k: v for k, v in registered.inputs.items() if not k.startswith("__")} == policy
-            assert rec.depends_on(registered, namespace) and registered.parent == queue.urn
-    # Every job (and fabric test) depends on the Queue component, which holds the policies.
-    jobs = [r for r in prod.resources if r.type in ("kubernetes:kubeflow.org/v2beta1:MPIJob",
-                                                   "kubernetes:trainer.kubeflow.org/v1alpha1:TrainJob")]
-    assert jobs
-    for job in jobs:
-        for policy in prod.of_type(NETPOL):
-            if policy.inputs["metadata"]["namespace"] == "training":
-                assert prod.depends_on(job, policy), (job.name, policy.name)
+        for ns in namespaces:
+            (namespace,) = [r for r in rec.of_type("kubernetes:core/v1:Namespace")
+                            if r.inputs["metadata"]["name"] == ns]
+            for policy in np.training_policies(ns, "monitoring"):
+                registered = in_namespace[(ns, policy["metadata"]["name"])]
+                assert {k: v for k, v in registered.inputs.items() if not k.startswith("__")} == policy
+                assert rec.depends_on(registered, namespace) and registered.parent == queue.urn
+    # Every job (and fabric test) depends on the Queue component, which holds the policies of its namespace.
+    for rec in (prod, team_run):
+        jobs = [r for r in rec.resources if r.type in ("kubernetes:kubeflow.org/v2beta1:MPIJob",
+                                                       "kubernetes:trainer.kubeflow.org/v1alpha1:TrainJob")]
+        assert len(jobs) == 3  # llama-70b, gpt-pretrain, the fabric test
+        held = {job.name: job.inputs["metadata"]["namespace"] for job in jobs}
+        for job in jobs:
+            for policy in rec.of_type(NETPOL):
+                if policy.inputs["metadata"]["namespace"] == held[job.name]:
+                    assert rec.depends_on(job, policy), (job.name, policy.name)
+    assert {name.removeprefix("gpucluster-prod-"): ns for name, ns in held.items()} == {
+        "llama-70b-trainjob": "training", "gpt-pretrain-mpijob": "vision", "h100-fabric-test-mpijob": "training"}
 
 
 def test_the_vpc_cni_enforces_them(prod):

@@ -225,8 +225,10 @@ def test_a_type_not_offered_in_the_chosen_zone_fails(aws, tmp_path, capsys):
     zone = next(z for z, types in sorted(offerings.items()) if "p5en.48xlarge" not in types)
     pools = [{"name": "h200", "instanceType": "p5en.48xlarge", "maxNodes": 2}]
     sq, _ = service_quotas()
+    # Without prod's teams: their guarantees are on pool h100, which this stack does not have.
     code, report = run(capsys, stack_file(tmp_path, **{"gpucluster:gpuAvailabilityZone": zone,
-                                                       "gpucluster:gpuPools": pools, "gpucluster:jobs": []}), sq)
+                                                       "gpucluster:gpuPools": pools, "gpucluster:jobs": [],
+                                                       "gpucluster:teams": []}), sq)
     (check,) = [c for c in report["checks"] if c["name"] == "GPU zone"]
     assert code == 1 and check["status"] == FAIL
     assert f"gpucluster:gpuAvailabilityZone: got '{zone}'" in check["detail"]
@@ -261,7 +263,8 @@ RID = "cr-0123456789abcdef0"
 def reservation_context(pool_type: str = "p5.48xlarge", capacity: str = "CAPACITY_BLOCK", max_nodes: int = 4):
     cfg = stack_config("prod", {"gpucluster:gpuPools": [
         {"name": "h100", "instanceType": pool_type, "maxNodes": max_nodes, "capacityType": capacity,
-         "capacityReservationId": RID}], "gpucluster:jobs": []})
+         "capacityReservationId": RID}], "gpucluster:jobs": [],
+        "gpucluster:teams": []})  # prod's teams are guaranteed 8 nodes, more than this pool's 4
     ec2 = boto3.client("ec2", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
     stub = Stubber(ec2)
     ctx = Context(cfg=cfg, client=lambda service, region=None: ec2, public_ip=lambda: None, now=NOW)

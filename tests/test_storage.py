@@ -187,7 +187,7 @@ def test_unlinked_persistent_file_system_is_backed_up_instead():
     rec = _isolated("prod", {"gpucluster:storage": {
         "fsx": {"deploymentType": "PERSISTENT_2", "storageCapacityGiB": 2400, "throughputPerTiB": 250,
                 "backupRetentionDays": 7, "finalBackupOnDelete": True},
-        "s3Link": False}})
+        "s3Link": False}, "gpucluster:teams": []})  # teams' directories need the link
     fs = rec.named("st-fsx")
     assert fs.inputs["automaticBackupRetentionDays"] == 7
     assert fs.inputs["skipFinalBackup"] is False

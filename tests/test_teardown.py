@@ -29,6 +29,15 @@ def prod() -> mocks.Recording:
 
 
 @pytest.fixture(scope="module")
+def teamed() -> mocks.Recording:
+    """prod with its jobs started and gpt-pretrain a job of team vision (in the vision namespace)."""
+    overrides = prod_started()
+    overrides["gpucluster:jobs"] = [{**job, "team": "vision"} if job["name"] == "gpt-pretrain" else job
+                                    for job in overrides["gpucluster:jobs"]]
+    return shared_recording("prod", overrides)
+
+
+@pytest.fixture(scope="module")
 def dev() -> mocks.Recording:
     return shared_recording("dev")
 
@@ -45,33 +54,57 @@ def gpu_node_groups(rec: mocks.Recording) -> dict[str, mocks.Registration]:
 # -- destroy order ---------------------------------------------------------------------------
 
 
-def test_jobs_go_before_their_nodes_and_before_the_file_system_is_unlinked(prod):
-    dra, fs = one(prod, DRA), one(prod, FSX)
-    (pool,) = gpu_node_groups(prod).values()
-    jobs = [r for r in prod.resources if r.type.endswith((":MPIJob", ":TrainJob"))]
+@pytest.mark.parametrize("stack", ["prod", "teamed"])
+def test_jobs_go_before_their_nodes_and_before_the_file_system_is_unlinked(stack, request):
+    rec = request.getfixturevalue(stack)
+    dra, fs = one(rec, DRA), one(rec, FSX)
+    (pool,) = gpu_node_groups(rec).values()
+    jobs = [r for r in rec.resources if r.type.endswith((":MPIJob", ":TrainJob"))]
     assert len(jobs) == 3  # llama-70b, gpt-pretrain, the fabric test
     for job in jobs:
-        assert prod.depends_on(job, pool), job.name
-    (pv,) = prod.of_type("kubernetes:core/v1:PersistentVolume")
-    (pvc,) = prod.of_type("kubernetes:core/v1:PersistentVolumeClaim")
-    for job in jobs:
-        if "fabric-test" not in job.name:  # the fabric test mounts no file system
-            assert prod.depends_on(job, pvc), job.name  # no pod mounts the file system once the jobs are gone
-    assert prod.depends_on(pvc, pv) and prod.depends_on(pv, dra) and prod.depends_on(dra, fs)
+        assert rec.depends_on(job, pool), job.name
+    # One claim (and its PV) per job namespace: training's, and each team's on its directory.
+    claims = {c.inputs["metadata"]["namespace"]: c for c in rec.of_type("kubernetes:core/v1:PersistentVolumeClaim")}
+    volumes = {v.name: v for v in rec.of_type("kubernetes:core/v1:PersistentVolume")}
+    assert sorted(claims) == ["language", "training", "vision"] and len(volumes) == 3
+    mounting = {job.name: job.inputs["metadata"]["namespace"] for job in jobs if "fabric-test" not in job.name}
+    assert sorted(mounting.values()) == (["training", "vision"] if stack == "teamed" else ["training", "training"])
+    for job, namespace in mounting.items():  # the fabric test mounts no file system
+        assert rec.depends_on(rec.named(job), claims[namespace]), job  # no pod mounts it once the jobs are gone
+    for pvc in claims.values():
+        pv = volumes[pvc.name.removesuffix("-pvc") + "-pv"]
+        assert rec.depends_on(pvc, pv) and rec.depends_on(pv, dra), pv.name
+    assert rec.depends_on(dra, fs)
 
 
-def test_kubernetes_objects_go_while_their_controllers_still_run(prod):
+@pytest.mark.parametrize("stack", ["prod", "teamed"])
+def test_kubernetes_objects_go_while_their_controllers_still_run(stack, request):
     """Kueue, the operators and the CSI driver run on the system nodes and remove their objects' finalizers."""
-    system = next(ng for ng in prod.of_type(NODE_GROUP) if ng.name.endswith("system-nodes"))
-    objects = [r for r in prod.resources if r.custom and r.type.startswith("kubernetes:")
+    rec = request.getfixturevalue(stack)
+    system = next(ng for ng in rec.of_type(NODE_GROUP) if ng.name.endswith("system-nodes"))
+    objects = [r for r in rec.resources if r.custom and r.type.startswith("kubernetes:")
                and not r.type.startswith("pulumi:providers:")]
-    waiting = [r.name for r in objects if not prod.depends_on(r, system)]
-    # The training namespace is emptied by the time it goes: everything in it is deleted before it.
-    assert waiting == ["gpucluster-prod-training-ns"]
-    queue_release = prod.named("gpucluster-prod-queue-kueue")
+    waiting: dict[str, list[str]] = {}
     for r in objects:
-        if r.type.startswith("kubernetes:kueue.x-k8s.io/") or r.type.endswith((":MPIJob", ":TrainJob")):
-            assert prod.depends_on(r, queue_release), r.name
+        if not rec.depends_on(r, system):
+            waiting.setdefault(r.type.rsplit(":", 1)[1], []).append(r.name.removeprefix("gpucluster-prod-"))
+    # The job namespaces are emptied by the time they go: everything in them is deleted before them. The
+    # teams' RBAC and admission policies have no controller nor finalizer: the API server deletes them alone.
+    assert {kind: sorted(names) for kind, names in waiting.items()} == {
+        "Namespace": ["team-language-ns", "team-vision-ns", "training-ns"],
+        "Role": ["queue-team-language-role", "queue-team-vision-role"],
+        "RoleBinding": ["queue-team-language-role-binding", "queue-team-vision-role-binding"],
+        "ValidatingAdmissionPolicy": ["queue-team-language-job-policy", "queue-team-pod-policy",
+                                      "queue-team-vision-job-policy"],
+        "ValidatingAdmissionPolicyBinding": ["queue-team-language-job-policy-binding",
+                                             "queue-team-pod-policy-binding", "queue-team-vision-job-policy-binding"],
+    }
+    queue_release = rec.named("gpucluster-prod-queue-kueue")
+    jobs = [r for r in objects if r.type.endswith((":MPIJob", ":TrainJob"))]
+    assert len(jobs) == 3
+    for r in objects:
+        if r.type.startswith("kubernetes:kueue.x-k8s.io/") or r in jobs:
+            assert rec.depends_on(r, queue_release), r.name
 
 
 def test_node_groups_go_before_the_cni_and_the_cluster(prod):
@@ -136,8 +169,11 @@ def adopted() -> mocks.Recording:
 
 
 def test_an_adopted_bucket_is_linked_and_neither_created_nor_deleted(adopted):
-    assert [r.type for r in adopted.resources if r.type.startswith(("aws:s3/", "random:"))
-            and not r.name.endswith("grafana-password")] == []
+    # Nothing of the bucket but the teams' directory markers in it, which no destroy deletes either.
+    assert [(r.type, r.inputs["bucket"], r.inputs["key"], r.retain_on_delete) for r in adopted.resources
+            if r.type.startswith(("aws:s3/", "random:")) and not r.name.endswith("grafana-password")] == [
+        ("aws:s3/bucketObjectv2:BucketObjectv2", "gpucluster-prod-data-1a2b3c4d", f"teams/{team}/", True)
+        for team in ("vision", "language")]
     dra = one(adopted, DRA)
     assert dra.inputs["dataRepositoryPath"] == "s3://gpucluster-prod-data-1a2b3c4d/"
     assert adopted.stack_outputs["bucketName"] == "gpucluster-prod-data-1a2b3c4d"
@@ -160,7 +196,8 @@ def test_a_destroy_runs_even_when_the_adopted_bucket_or_a_capacity_block_is_gone
     monkeypatch.setattr(mocks.GpuClusterMocks, "__init__", _with_missing_bucket(mocks.GpuClusterMocks.__init__))
     block = {"gpucluster:gpuPools": [{"name": "h100", "instanceType": "p5.48xlarge", "maxNodes": 2,
                                       "capacityType": "CAPACITY_BLOCK",
-                                      "capacityReservationId": "cr-0123456789abcdef0"}], "gpucluster:jobs": []}
+                                      "capacityReservationId": "cr-0123456789abcdef0"}], "gpucluster:jobs": [],
+             "gpucluster:teams": []}  # prod's teams are guaranteed 8 nodes: more than this pool's 2
     with pytest.raises(Exception, match=r"gpucluster:gpuPools\[name=h100\].capacityReservationId: got "
                                         r"'cr-0123456789abcdef0'; it cannot be read as a Capacity Block \(.*empty result"):
         mocks.run_program(stack_raw("prod", block), "prod")
@@ -225,7 +262,8 @@ def test_pause_holds_every_cluster_queue_and_lets_the_pools_go_to_zero(mode, pol
 
 
 def test_running_stacks_admit_and_keep_their_floor(prod):
-    assert one(prod, CLUSTER_QUEUE).inputs["spec"]["stopPolicy"] == "None"
+    queues = prod.of_type(CLUSTER_QUEUE)
+    assert len(queues) == 3 and {q.inputs["spec"]["stopPolicy"] for q in queues} == {"None"}  # training's, 2 teams'
     cfg = stack_config("prod", {"gpucluster:gpuPools": [
         {"name": "h100", "instanceType": "p5.48xlarge", "minNodes": 2, "maxNodes": 16}], "gpucluster:jobs": []})
     from components.core.kube import nodepool
