@@ -183,6 +183,11 @@ def sampled(local: Local, samples: list[Snapshot], done) -> object:
     return check
 
 
+def age(wl: dict) -> float:
+    """Seconds since the API server created the Workload (its clock is this machine's)."""
+    return time.time() - datetime.fromisoformat(wl["metadata"]["creationTimestamp"].replace("Z", "+00:00")).timestamp()
+
+
 def preempted(wl: dict) -> dict | None:
     return next((c for c in jsonpath(wl, "status", "conditions", default=[])
                  if c["type"] == "Preempted" and c["status"] == "True"), None)

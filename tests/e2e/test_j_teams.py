@@ -16,12 +16,14 @@ KWOK plays the nodes: a pod runs until a test annotates it (finish), and no trai
 from __future__ import annotations
 
 import json
+import re
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+from bootstrap.doctor.kueue import rules_unevaluated
 from bootstrap.jobs import budget
 from bootstrap.verbs.jobs import common
 from components.core.observability import spend
@@ -38,6 +40,7 @@ from .teams_support import (
     WORKLOADS,
     FakePrometheus,
     Snapshot,
+    age,
     clear,
     cluster_queue,
     dumps_conditions,
@@ -254,6 +257,27 @@ def test_a_member_runs_jobs_in_their_own_team_namespace_only(cluster):
         local, *create, stdin=json.dumps(unqueued.manifest))
     assert local.get(TRAINJOBS, namespace="vision")["items"] == []
 
+    # What `status --team` and `submit` read spend through: the Prometheus proxy, that one and nothing else there.
+    assert as_alice(local, "auth", "can-i", "get", "services/kps-prometheus:http-web", "--subresource=proxy",
+                    "-n", "monitoring").strip() == "yes"
+    assert local.kubectl(*ALICE, "auth", "can-i", "get", "services/kps-grafana:http-web", "--subresource=proxy",
+                         "-n", "monitoring", check=False).strip() == "no"
+
+    # A pod in a team's namespace may not reach the node, whoever creates it (the job controller does, for a
+    # member's Job): the teams' pod policy, for the admin too.
+    privileged = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "escape", "namespace": "vision"},
+                  "spec": {"containers": [{"name": "c", "image": "busybox:1.37.0",
+                                           "securityContext": {"privileged": True}}]}}
+    assert ("ValidatingAdmissionPolicy 'gpucluster-team-pods' with binding 'gpucluster-team-pods' denied request: "
+            "a team's pod may not run a privileged container") in refused(
+        local, "create", "--dry-run=server", "-f", "-", stdin=json.dumps(privileged), admin=True)
+    host = {**privileged, "spec": {"volumes": [{"name": "root", "hostPath": {"path": "/"}}],
+                                   "containers": [{"name": "c", "image": "busybox:1.37.0",
+                                                   "securityContext": {"capabilities": {"add": ["SYS_ADMIN"]}}}]}}
+    denied = refused(local, "create", "--dry-run=server", "-f", "-", stdin=json.dumps(host), admin=True)
+    assert "a team's pod may not mount a path of the node (hostPath)" in denied
+    # Our own pods pass it: the team jobs of the tests before run their workers (IPC_LOCK, the one allowed).
+
     # An admin may do all of it (the two outside the policy checked by the API server without being kept).
     for sub in (high, unqueued):
         local.kubectl(*create, "--dry-run=server", stdin=json.dumps(sub.manifest))
@@ -323,11 +347,16 @@ def test_submit_refuses_a_team_job_past_its_budget_and_an_admin_overrides_it(clu
         done = local.cli("submit", *args, "--file", within)
         assert done.returncode == 0, done.stderr
         deadline = int(1000 / 55.04 * 3600)  # what maxCostUsd 1000 buys of one node
-        assert done.stdout.splitlines()[:2] == [
-            f"submitted TrainJob vision-within to vision: 1 x p5.48xlarge, $55.04/h while it runs; deadline "
-            f"{common.duration(deadline)}",
-            "budget: team vision has spent $12,345.67 of $150,000.00 this month; this job's worst case $999.99 leaves "
-            "$136,654.34"]
+        first, budget_line = done.stdout.splitlines()[:2]
+        assert first == (f"submitted TrainJob vision-within to vision: 1 x p5.48xlarge, $55.04/h while it runs; "
+                         f"deadline {common.duration(deadline)}")
+        # vision-over still runs: what is left of its one-hour bound at one node's price is committed.
+        held = re.fullmatch(r"budget: team vision has spent \$12,345\.67 of \$150,000\.00 this month; committed by 1 "
+                            r"unfinished job: \$([\d.]+); this job's worst case \$999\.99 leaves \$([\d,.]+)",
+                            budget_line)
+        assert held is not None, budget_line
+        assert 0 < float(held.group(1)) <= 55.04
+        assert abs(float(held.group(2).replace(",", "")) - (150000 - 12345.67 - float(held.group(1)) - 999.99)) < 0.02
         assert "OVER BUDGET" not in done.stdout + done.stderr and len(prometheus.asked) == 2
         # Running, for `status`, is the TrainJob's own word: a ready Job in status.jobsStatus (bootstrap/jobs/state.py).
         local.wait(lambda: (s := snapshot(local)).nodes("vision") == 2 and s.ready and all(
@@ -340,7 +369,9 @@ def test_submit_refuses_a_team_job_past_its_budget_and_an_admin_overrides_it(clu
         assert since <= datetime.fromisoformat(report["spend"]["at"]) <= datetime.now(UTC)
     assert sorted((j["name"], j["phase"]) for j in report["jobs"]) == [("vision-over", "Running"),
                                                                      ("vision-within", "Running")]
-    assert {k: v for k, v in report.items() if k != "jobs"} == {
+    # Both still run: what is left of their bounds is committed.
+    assert report["committed"]["jobs"] == 2 and 0 < report["committed"]["usd"] <= 55.04 + 999.99
+    assert {k: v for k, v in report.items() if k not in ("jobs", "committed")} == {
         "team": "vision", "namespace": "vision", "budgetUsd": 150000.0, "spendUnknown": None,
         "spend": {"usd": 12345.67, "gpuHours": 224.5, "since": since.isoformat(), "at": report["spend"]["at"],
                   "partial": None},
@@ -375,10 +406,12 @@ def test_doctor_names_the_team_causes_from_kueue_s_own_messages(cluster, tmp_pat
     """The reclaim situation (vision's 16 jobs on the pool, language's 4-node job takes its guarantee back), then one
     more vision job, of 2 nodes: Kueue v0.19.2 never evaluates a job of the same shape as one that did not fit (its
     SchedulingEquivalenceHashing, Beta and on since v0.18: pkg/cache/queue/cluster_queue.go PushOrUpdate L441-447),
-    so a 1-node job would get no QuotaReserved message at all. doctor says of a preempted vision job that team
+    so a 1-node job gets no QuotaReserved message at all. doctor says of a preempted vision job that team
     language took back the GPUs vision had borrowed (team-preempted); of the new one, that vision is past its
-    guarantee and waits to borrow what language holds (team-over-share); with vision's spend past its budget, that
-    the team has spent it (team-budget-reached). Each the same read back from its bundle (`doctor --from`)."""
+    guarantee and waits to borrow what language holds (team-over-share); of a new 1-node job, set aside with no
+    QuotaReserved condition, the same, inferred from its pod set and the ClusterQueues (bootstrap/doctor/
+    rules_unevaluated.py); with vision's spend past its budget, that the team has spent it (team-budget-reached).
+    Each the same read back from its bundle (`doctor --from`)."""
     local = cluster("prod")
     clear(local)
     reclaimed = reclaim(local, "vision-doc", "language-doc")
@@ -419,6 +452,31 @@ def test_doctor_names_the_team_causes_from_kueue_s_own_messages(cluster, tmp_pat
         assert finding["fix"].startswith(
             "the job asks 16 GPUs, past team vision's guarantee, and the cohort has none idle to lend (it has no "
             f"borrowing limit). The GPUs of pool-h100 are held by {held}."), finding["fix"]
+
+        # A 1-node job is shaped like the victims, one of which Kueue found did not fit: it is set aside unevaluated.
+        submit(local, rendered(entry("vision-one", "vision")), "one more vision job, of 1 node")
+        one = local.wait(lambda: next((w for w in snapshot(local).workloads if job_of(w) == "vision-one"
+                                       and age(w) > rules_unevaluated.SILENT_AFTER_SECONDS + 1), None),
+                         f"vision-one's Workload to be {rules_unevaluated.SILENT_AFTER_SECONDS} s old", timeout=60)
+        (finding,) = doctor(local, "vision-one", prometheus, tmp_path / "set-aside")
+        assert (finding["cause"], finding["title"]) == (
+            "team-over-share", f"Workload {one['metadata']['name']} waits to borrow: team vision uses 32 of its 32 "
+                               "guaranteed GPUs of pool-h100 (+64 borrowed) and the job needs 8 more"), finding
+        assert finding["details"] == {
+            "queue": cluster_queue("vision"), "flavor": "pool-h100", "guaranteed": 32, "using": 96, "borrowed": 64,
+            "borrowingLimit": None, "request": 8, "moreNeeded": 8, "maximum": None, "heldBy": held,
+            "holders": [{"queue": cluster_queue("language"), "using": 32, "borrowed": 0}], "inferred": True,
+            "available": 0}
+        assert finding["evidence"][0]["text"].startswith(
+            "not admitted, no QuotaReserved condition "), finding["evidence"]  # Kueue never evaluated it
+        assert finding["evidence"][0]["text"].endswith(
+            "s after its creation; pod set node: 1 x 8 nvidia.com/gpu, nodeSelector gpucluster.io/pool=h100 (flavor "
+            "pool-h100)"), finding["evidence"]
+        assert finding["fix"].startswith(
+            "the job asks 8 GPUs, past team vision's guarantee, and the cohort has none idle to lend (it has no "
+            f"borrowing limit). The GPUs of pool-h100 are held by {held}."), finding["fix"]
+        assert "failed to fit, and sets such jobs aside until its cohort's usage changes (SchedulingEquivalenceHashing" \
+            in finding["fix"]
 
         prometheus.usd["vision"] = 151872.4
         month = datetime.now(UTC)
