@@ -48,7 +48,11 @@ MPI_OPERATOR = GoProgram("mpi-operator", "github.com/kubeflow/mpi-operator", "cm
 # helm v4 renders the v2 charts we pin (apiVersion v2) as helm v3 does.
 HELM = GoProgram("helm", "helm.sh/helm/v4", "cmd/helm", "v4.3.2", "helm")
 
-INSTALLED = (KWOK, KUEUE, JOBSET, TRAINER, MPI_OPERATOR, HELM)
+# promtool of the Prometheus kube-prometheus-stack 88.5.3 runs (v3.14.0: its Go module is v0.314.0, Prometheus
+# v3's module versions being v0.3xx.y): the e2e tier evaluates our recording rules and alerts with it.
+PROMTOOL = GoProgram("promtool", "github.com/prometheus/prometheus", "cmd/promtool", "v0.314.0", "promtool")
+
+INSTALLED = (KWOK, KUEUE, JOBSET, TRAINER, MPI_OPERATOR, HELM, PROMTOOL)
 
 # The control plane, from local/modules/kube (go.mod pins KUBERNETES_VERSION and etcd through it).
 CONTROL_PLANE_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "etcd")
