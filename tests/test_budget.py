@@ -8,13 +8,10 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlparse
 
 import pytest
 import yaml
@@ -24,7 +21,7 @@ from bootstrap import stackfile
 from bootstrap.jobs import budget, committed, render
 from bootstrap.verbs.jobs import status, submit
 from components.core.kube import queueing
-from tests import k8s
+from tests import http_fake, k8s
 from tests.kube_fake import FakeKube, Request
 
 NOW = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)  # 4.5 days into December
@@ -108,29 +105,15 @@ def prometheus_server(prometheus):
     """A real HTTP server on 127.0.0.1 answering /api/v1/query as Prometheus does; its URL."""
     asked = []
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):
-            url = urlparse(self.path)
-            params = {k: v[-1] for k, v in parse_qs(url.query).items()}
-            asked.append((url.path, params))
-            code, body = (prometheus(params["query"], float(params["time"])) if url.path == "/api/v1/query"
-                          else (404, {"status": "error", "error": "not found"}))
-            data = json.dumps(body).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+    def answer(path: str, params: dict[str, str]) -> tuple[int, dict]:
+        asked.append((path, params))
+        return (prometheus(params["query"], float(params["time"])) if path == "/api/v1/query"
+                else (404, {"status": "error", "error": "not found"}))
 
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server = http_fake.serve(answer)
     server.asked = asked
     yield server
-    server.shutdown()
-    server.server_close()
+    http_fake.stop(server)
 
 
 def url_of(server) -> str:

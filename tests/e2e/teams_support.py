@@ -7,18 +7,16 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import parse_qs, urlparse
 
 from bootstrap import stackfile
 from bootstrap.jobs import render
 from components.core import versions
 from components.core.observability import spend
+from tests import http_fake
 
 from .conftest import Local, jsonpath
 from .test_b_gangs import condition, running
@@ -259,25 +257,8 @@ class FakePrometheus:
     def __init__(self, usd: dict[str, float | None], gpu_hours: float = 224.5):
         self.usd, self.gpu_hours = dict(usd), gpu_hours
         self.asked: list[dict] = []
-        prometheus = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self):
-                url = urlparse(self.path)
-                params = {k: v[-1] for k, v in parse_qs(url.query).items()}
-                code, body = prometheus.answer(url.path, params)
-                data = json.dumps(body).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.server = None
+        self.url = ""
 
     def answer(self, path: str, params: dict[str, str]) -> tuple[int, dict]:
         match = self.QUERY.fullmatch(params.get("query", ""))
@@ -293,9 +274,9 @@ class FakePrometheus:
         return 200, {"status": "success", "data": {"resultType": "vector", "result": result}}
 
     def __enter__(self) -> FakePrometheus:
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.server = http_fake.serve(self.answer)
+        self.url = self.server.url
         return self
 
     def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        http_fake.stop(self.server)
