@@ -15,6 +15,7 @@ from bootstrap import stackfile
 from bootstrap.jobs import render
 from components.core import versions
 from components.core.kube import queueing
+from components.core.teams import queues as team_queues
 from local import controlplane, nodes
 
 from .test_b_gangs import NAMESPACE, running, workload_of
@@ -41,9 +42,12 @@ def test_parameter_servers_start_before_the_chief_and_tf_config_names_real_pods(
                 if n["metadata"]["labels"].get("gpucluster.io/pool") == "ps"]
     assert len(ps_nodes) == 2
     pools = [*cfg.gpu_pools, *cfg.cpu_pools]
-    local.apply([*ps_nodes, *queueing.resource_flavors(pools),
-                 queueing.cluster_queue(pools, cfg.system_nodes, cfg.training_namespace, cfg.stop_policy)],
-                "the CPU pool's nodes, flavor and quota")
+    # The training namespace's queue as the program renders it with prod's teams: in the cohort, with the
+    # teams' guarantees taken out (a plain queue would take it out of the cohort for the tests after this one).
+    queue = (team_queues.training_cluster_queue(pools, cfg.system_nodes, cfg.training_namespace, cfg.teams,
+                                                cfg.stop_policy) if cfg.teams
+             else queueing.cluster_queue(pools, cfg.system_nodes, cfg.training_namespace, cfg.stop_policy))
+    local.apply([*ps_nodes, *queueing.resource_flavors(pools), queue], "the CPU pool's nodes, flavor and quota")
     manifest = render.build(cfg, 0, from_file=False).manifest
     assert manifest["kind"] == "JobSet"
     local.kubectl("create", "-f", "-", stdin=json.dumps(manifest))
