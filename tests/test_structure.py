@@ -31,6 +31,7 @@ CORE_LAYERS = {
     "planning": 3,
     "kube": 4,
     "teams": 4,
+    "placement": 4,
     "observability": 5,
     "node_updates": 5,
     "system_nodes": 6,

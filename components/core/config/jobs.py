@@ -23,6 +23,7 @@ from components.core.config.values import (
     mount_path_problem,
     parse_quantity,
 )
+from components.core.hardware import topology
 from components.core.problems import show
 
 LAUNCHERS = ("mpirun", "torchrun", "ps")
@@ -163,6 +164,28 @@ class RunPolicyConfig(Model):
     backoff_limit: Int(ge=0, le=100) = Field(3, description="`launcher: mpirun` only: retries before the job fails")
 
 
+PLACEMENT_POLICIES = ("preferred", "required", "none")
+
+
+class PlacementConfig(Model):
+    """How close the job's nodes sit in the network."""
+
+    policy: Choice(*PLACEMENT_POLICIES) | None = Field(
+        None, description="`preferred`: Kueue places the job's nodes in as few network domains of the `layer` as it "
+                          "can; `required`: all within one, or the job waits; `none`: anywhere in the pool. Unset: "
+                          "`preferred` for a job of 2 or more nodes on a pool with a network topology "
+                          "(`gpuPools[].topology`), `none` otherwise")
+    layer: Int(ge=1, le=topology.MAX_LAYERS) | None = Field(
+        None, description="the EC2 network layer the domain is taken at, topology.k8s.aws/network-node-layer-<layer>: "
+                          "1 the broadest, the last layer of the pool's `gpuPools[].instanceType` (3, or 4 on p6) the "
+                          "closest; with policy preferred or required. Unset: the closest")
+
+    @rule("policy", "layer")
+    def _layer_needs_a_policy(self):
+        if self.layer is not None and self.policy == "none":
+            yield "layer", f"got {self.layer} with policy 'none': a layer applies to policy preferred or required"
+
+
 class JobConfig(Model):
     """One training job: an MPIJob (mpirun) or a TrainJob (torchrun) on a GPU pool, queued in Kueue."""
 
@@ -218,6 +241,11 @@ class JobConfig(Model):
                           "`cpuPools[].name`, one per node (the chief runs on the system nodes)")
     ps_port: Int(ge=PS_PORTS[0], le=PS_PORTS[1]) = Field(
         PS_PORTS[0], description="`launcher: ps` only: the port every task serves gRPC on (the guide's 12345-12355)")
+    placement: PlacementConfig | None = Field(
+        None, description="how close in the EC2 network its nodes sit (Kueue topology-aware scheduling); preferred or "
+                          "required needs a pool with a network topology (`gpuPools[].topology` auto on a "
+                          "`gpuPools[].instanceType` EKS labels); unset: preferred in one domain of the closest layer "
+                          "for 2 or more nodes on such a pool")
     team: Text(DNS_LABEL, "the name of a teams entry", short="team name", max_length=24) | None = Field(
         None, description="the team whose namespace, queue, storage, job role and budget the job uses (a "
                           "`teams[].name`); none: the training namespace")

@@ -18,6 +18,7 @@ MAX_NODES_PER_MANAGED_NODE_GROUP = 450
 CAPACITY_TYPES = ("ON_DEMAND", "SPOT", "CAPACITY_BLOCK")
 EFA_MODES = ("auto", "required", "disabled")
 PLACEMENT_MODES = ("auto", "cluster", "none")
+TOPOLOGY_MODES = ("auto", "off")
 
 IDLE_MINUTES_DEFAULT = 3
 IDLE_MINUTES_MAX = 60
@@ -119,6 +120,14 @@ class GpuPoolConfig(_PoolFacts, Model):
     placement_group: Choice(*PLACEMENT_MODES) = Field(
         "auto", description="`auto`: a cluster placement group when `efa` is on, none when a `capacityReservationId` "
                             "fixes placement; `cluster` needs both EFA and no reservation")
+    atomic_scale_up: Bool = Field(
+        True, description="Kueue admits a job on this pool only once cluster-autoscaler has all of its nodes (a "
+                          "ProvisioningRequest of class best-effort-atomic-scale-up), so no partial set of nodes "
+                          "bills while a job waits for the rest; `false`: admit on quota, nodes arrive one by one")
+    topology: Choice(*TOPOLOGY_MODES) = Field(
+        "auto", description="`auto`: a Kueue topology over the EC2 network layers EKS labels the pool's nodes with "
+                            "(g6e, p4d, p4de, p5, p5e, p5en: 3; p6-b200, p6-b300: 4), so jobs can ask to be placed "
+                            "close (`jobs[].placement`); none for other types; `off`: no topology")
     root_volume_gib: Int(ge=50, le=16384) = Field(200, description="encrypted gp3 root volume")
     local_nvme_raid0: Bool = Field(True, description="assemble instance-store NVMe as RAID0 (nodeadm) where the "
                                                      "type has it")

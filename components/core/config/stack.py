@@ -46,7 +46,7 @@ from components.core.config.values import (
     policy_list_problems,
     with_prefix_length,
 )
-from components.core.hardware import catalog
+from components.core.hardware import catalog, topology
 from components.core.hardware.partitions import partition_of
 from components.core.hardware.zones import ZONE_ID_PATTERN
 from components.core.problems import show
@@ -288,6 +288,17 @@ class StackKeys(Model):
                     f"got {grace}; pool {spot[0]!r} is SPOT, and EC2 gives a Spot node two minutes' notice, of "
                     f"which the drain takes a part: at most {SPOT_GRACE_MAX_SECONDS} (checkpoint more often "
                     "instead)")
+
+    @rule("gpu_pools", "jobs")
+    def _placements(self):
+        pools = {p.name: p for _, p in entries(self.gpu_pools)}
+        for i, job in entries(self.jobs):
+            pool = pools.get(job.pool)  # a job on an unknown pool is reported by _jobs_fit_their_pools
+            if pool is not None and job.placement is not None:
+                found = topology.placement_problem(job.placement.policy, job.placement.layer, pool.instance_type,
+                                                   pool.topology)
+                if found is not None:
+                    yield f"jobs[{i}].placement{found[0]}", f"{found[1]} (pool {pool.name!r})"
 
     @rule("teams", "gpu_pools", "training_namespace")
     def _teams_fit(self, given_keys: dict[str, Any]):

@@ -1,0 +1,43 @@
+"""Where EKS says a node sits in the EC2 network: the instance types it labels, and how many layers (pure).
+
+EKS labels a node of these types topology.k8s.aws/network-node-layer-1 .. -N from EC2's instance topology (EKS
+User Guide, "Place distributed AI/ML workloads with network topology labels"): layer 1 is the top of the hierarchy,
+the broadest grouping; the last layer is the bottom, whose nodes are physically closest to each other; a fourth
+layer exists only on types whose topology has four. Which types, and how many layers: EC2 User Guide,
+"Prerequisites for Amazon EC2 topology" (DescribeInstanceTopology returns 3 network nodes for g6e, p4d, p4de, p5,
+p5e and p5en; 4 for p6-b200 and p6-b300). A type not listed has no such labels, so a Kueue topology over them
+would match none of its nodes.
+"""
+
+from __future__ import annotations
+
+from components.core.hardware import catalog
+
+NETWORK_LAYERS = {"g6e": 3, "p4d": 3, "p4de": 3, "p5": 3, "p5e": 3, "p5en": 3, "p6-b200": 4, "p6-b300": 4}
+LAYER_LABEL = "topology.k8s.aws/network-node-layer-{}"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+MAX_LAYERS = max(NETWORK_LAYERS.values())
+
+
+def network_layers(instance_type: str) -> int:
+    """How many network-node layers EKS labels a node of this type with; 0: none."""
+    return NETWORK_LAYERS.get(catalog.get(instance_type).family, 0)
+
+
+def layer_label(layer: int) -> str:
+    return LAYER_LABEL.format(layer)
+
+
+def placement_problem(policy: str | None, layer: int | None, instance_type: str,
+                      topology_mode: str) -> tuple[str, str] | None:
+    """Why a pool of `instance_type` (its `topology` `topology_mode`) cannot place a job as asked, as (the
+    placement key at fault, the message); None when it can. `policy` None with no `layer` asks for nothing."""
+    asks = policy in ("preferred", "required") or layer is not None
+    layers = network_layers(instance_type) if topology_mode == "auto" else 0
+    if asks and layers == 0:
+        why = ("its `topology` is off" if topology_mode == "off" else
+               f"EKS labels no network layers on {instance_type} (types: {', '.join(NETWORK_LAYERS)})")
+        return "", f"asks for {policy or 'preferred'} placement, but the pool has no network topology: {why}; use policy none"
+    if layer is not None and layer > layers:
+        return ".layer", f"got {layer}; {instance_type} nodes have {layers} network layers (1 to {layers})"
+    return None
