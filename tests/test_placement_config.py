@@ -123,3 +123,16 @@ def test_bad_pool_switches_are_refused_with_what_is_allowed():
     found = problems([{**P5, "atomicScaleUp": "maybe", "topology": "on"}], [job()])
     assert any("gpuPools[0].atomicScaleUp" in p for p in found)
     assert "gpucluster:gpuPools[0].topology: got 'on'; allowed: auto, off" in found
+
+
+def test_a_pool_that_scales_with_a_topology_must_admit_atomically_but_a_fixed_one_need_not():
+    assert problems([{**P5, "atomicScaleUp": False}], [job()]) == [
+        "gpucluster:gpuPools[0].atomicScaleUp: is false on a pool that scales (minNodes < maxNodes) with a network "
+        "topology: Kueue places jobs by topology only onto nodes that exist and waits for new ones only behind "
+        "atomic admission, so no job would start from zero; set `topology: off` as well, or keep atomicScaleUp"]
+    cfg = parsed([{**P5, "atomicScaleUp": False, "topology": "off"},
+                  {**P5, "name": "fixed", "atomicScaleUp": False, "minNodes": 4, "maxNodes": 4}], [job()])
+    assert topology.pool_topology(cfg.pool("h100")) is None
+    assert topology.pool_topology(cfg.pool("fixed")) == "gpucluster-network-3"
+    # A type EKS does not label has no topology to lose.
+    assert parsed([{**G5, "atomicScaleUp": False}], [job(pool="a10")]).gpu_pools[0].atomic_scale_up is False

@@ -105,6 +105,8 @@ CROSS_KEY: dict[str, tuple[str, ...]] = {
     "jobs[].psPort": ("jobs[].launcher",),
     "jobs[].terminationGracePeriodSeconds": ("gpuPools[].capacityType",),
     "jobs[].team": ("teams[].name",),
+    "gpuPools[].atomicScaleUp": ("gpuPools[].topology", "gpuPools[].instanceType", "gpuPools[].minNodes",
+                                 "gpuPools[].maxNodes"),
     "jobs[].placement": ("gpuPools[].topology", "gpuPools[].instanceType"),
     "jobs[].placement.layer": ("jobs[].placement.policy", "gpuPools[].instanceType"),
     "jobs[].priorityClass": ("jobs[].team", "teams[].priorityClasses"),

@@ -10,6 +10,7 @@ from components.core.config.describe import DefaultText
 from components.core.config.text.patterns import OUR_LABEL_KEYS
 from components.core.config.values import DNS_LABEL, K8S_LABEL_KEY, K8S_LABEL_VALUE, RESERVATION_ID
 from components.core.hardware import catalog
+from components.core.hardware.topology import topology_without_atomic_problem
 from components.core.problems import show
 
 # https://docs.aws.amazon.com/eks/latest/userguide/service-quotas.html
@@ -123,11 +124,15 @@ class GpuPoolConfig(_PoolFacts, Model):
     atomic_scale_up: Bool = Field(
         True, description="Kueue admits a job on this pool only once cluster-autoscaler has all of its nodes (a "
                           "ProvisioningRequest of class best-effort-atomic-scale-up), so no partial set of nodes "
-                          "bills while a job waits for the rest; `false`: admit on quota, nodes arrive one by one")
+                          "bills while a job waits for the rest; `false`: admit on quota, nodes arrive one by one; "
+                          "on a pool that scales (minNodes < maxNodes) of an instanceType EKS labels, `false` needs "
+                          "`topology: off`")
     topology: Choice(*TOPOLOGY_MODES) = Field(
         "auto", description="`auto`: a Kueue topology over the EC2 network layers EKS labels the pool's nodes with "
                             "(g6e, p4d, p4de, p5, p5e, p5en: 3; p6-b200, p6-b300: 4), so jobs can ask to be placed "
-                            "close (`jobs[].placement`); none for other types; `off`: no topology")
+                            "close (`jobs[].placement`); none for other types; `off`: no topology, required with "
+                            "`atomicScaleUp` false on a pool that scales (Kueue places by topology only onto nodes "
+                            "that exist); Kueue cannot take a topology off a deployed pool (README, How jobs run)")
     root_volume_gib: Int(ge=50, le=16384) = Field(200, description="encrypted gp3 root volume")
     local_nvme_raid0: Bool = Field(True, description="assemble instance-store NVMe as RAID0 (nodeadm) where the "
                                                      "type has it")
@@ -189,6 +194,13 @@ class GpuPoolConfig(_PoolFacts, Model):
         if self.capacity_type == "SPOT" and self.capacity_reservation_id is not None:
             yield "capacityReservationId", (f"got {show(self.capacity_reservation_id)}; must not be set with "
                                             "capacityType SPOT (reservations are on-demand or Capacity Blocks)")
+
+    @rule("atomic_scale_up", "topology", "instance_type", "min_nodes", "max_nodes")
+    def _topology_needs_atomic_admission(self):
+        found = topology_without_atomic_problem(self.instance_type, self.topology, self.atomic_scale_up,
+                                                self.min_nodes == self.max_nodes)
+        if found is not None:
+            yield "atomicScaleUp", found
 
     @rule("capacity_type", "instance_type", "extra_instance_types")
     def _spot_types(self):

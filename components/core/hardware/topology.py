@@ -41,3 +41,18 @@ def placement_problem(policy: str | None, layer: int | None, instance_type: str,
     if layer is not None and layer > layers:
         return ".layer", f"got {layer}; {instance_type} nodes have {layers} network layers (1 to {layers})"
     return None
+
+
+def topology_without_atomic_problem(instance_type: str, topology_mode: str, atomic_scale_up: bool,
+                                    fixed_size: bool) -> str | None:
+    """A pool with a Kueue topology that scales must admit atomically: Kueue's topology-aware scheduling counts
+    only nodes that exist, and waits for nodes still to come only behind a ProvisioningRequest check (a delayed
+    topology request, Kueue v0.19.2 pkg/scheduler/flavorassigner/tas_flavorassigner.go), so without it no job of
+    a pool at zero would ever be admitted. `fixed_size`: minNodes = maxNodes, whose nodes always exist.
+    Refused rather than switched off for the user: a ResourceFlavor's topologyName cannot be removed once set
+    (the Kueue CRD's rule), so whether a pool has a topology is the stack file's explicit choice."""
+    if atomic_scale_up or fixed_size or topology_mode != "auto" or network_layers(instance_type) == 0:
+        return None
+    return ("is false on a pool that scales (minNodes < maxNodes) with a network topology: Kueue places jobs by "
+            "topology only onto nodes that exist and waits for new ones only behind atomic admission, so no job "
+            "would start from zero; set `topology: off` as well, or keep atomicScaleUp")

@@ -38,8 +38,9 @@ class Placement:
 
 
 def pool_layers(pool: Any) -> int:
-    """Network layers the pool's topology has: 0 when it is off or EKS labels none on its type (CPU pools too)."""
-    if getattr(pool, "is_cpu", False) or getattr(pool, "topology", "off") != "auto":
+    """Network layers the pool's topology has: 0 when it is off or EKS labels none on its type (CPU pools too).
+    A pool that scales with a topology admits atomically (a stack rule: hardware.topology)."""
+    if getattr(pool, "is_cpu", False) or pool.topology != "auto":
         return 0
     return hw.network_layers(pool.instance_type)
 
