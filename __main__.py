@@ -118,13 +118,15 @@ monitoring = Monitoring(f"{name}-monitoring", MonitoringArgs(
     depends_on=[cluster.system_nodes, *cluster.core_addons, *cached],
     image_cache=cache_base)) if cfg.observability.enabled else None
 metrics_crds = monitoring.crds_ready if monitoring is not None else []
-autoscaler = ClusterAutoscaler(f"{name}-autoscaler", ClusterAutoscalerArgs(
-    cluster_name=name, cluster=cluster.name, region=cfg.region, account_id=caller.account_id, partition=partition,
-    kubernetes_version=cfg.kubernetes_version, pools=cfg.all_pools, provider=cluster.provider,
-    depends_on=[cluster.system_nodes, *cluster.core_addons], tags=cfg.tags, metrics_crds=metrics_crds))
 operators = Operators(f"{name}-operators", OperatorsArgs(
     provider=cluster.provider, pools=cfg.gpu_pools, jobs=cfg.jobs, claim_name=volume.claim_name,
     image_cache=cache_base, depends_on=[cluster.system_nodes, *cached], metrics_crds=metrics_crds))
+# The autoscaler after the ProvisioningRequest CRD (Operators.provisioning_crds) when a pool is atomic.
+autoscaler = ClusterAutoscaler(f"{name}-autoscaler", ClusterAutoscalerArgs(
+    cluster_name=name, cluster=cluster.name, region=cfg.region, account_id=caller.account_id, partition=partition,
+    kubernetes_version=cfg.kubernetes_version, pools=cfg.all_pools, provider=cluster.provider,
+    depends_on=[cluster.system_nodes, *cluster.core_addons], tags=cfg.tags, metrics_crds=metrics_crds,
+    provisioning_crds=operators.provisioning_crds))
 queue = Queue(f"{name}-queue", QueueArgs(
     pools=cfg.all_pools, system_nodes=cfg.system_nodes, namespace=cfg.training_namespace,
     namespace_resource=cluster.training_namespace, provider=cluster.provider, stop_policy=cfg.stop_policy,

@@ -27,7 +27,7 @@ CHART_KEYS = {"serviceMonitor", "cloudProvider", "awsRegion", "autoDiscovery", "
 KNOWN_FLAGS = {"logtostderr", "stderrthreshold", "v", "expander", "balance-similar-node-groups",
                "max-node-provision-time", "scale-down-delay-after-add", "scale-down-delay-after-delete",
                "scale-down-delay-after-failure", "skip-nodes-with-local-storage", "skip-nodes-with-system-pods",
-               "scale-down-unneeded-time"}
+               "scale-down-unneeded-time", "enable-provisioning-requests", "kube-api-content-type"}
 
 
 def test_chart_pinned_and_image_follows_the_cluster_minor():
@@ -49,7 +49,11 @@ def test_helm_values_exact():
         "autoDiscovery": {"clusterName": CLUSTER},
         "image": {"repository": "registry.k8s.io/autoscaling/cluster-autoscaler", "tag": "v1.35.2"},
         "fullnameOverride": "cluster-autoscaler",
-        "rbac": {"create": True, "serviceAccount": {"create": True, "name": "cluster-autoscaler"}},
+        "rbac": {"create": True, "serviceAccount": {"create": True, "name": "cluster-autoscaler"},
+                 # Atomic pools: the autoscaler deletes ProvisioningRequests finished a week ago (the chart grants
+                 # every other verb it uses; tests/test_placement_kueue.py).
+                 "additionalRules": [{"apiGroups": ["autoscaling.x-k8s.io"], "resources": ["provisioningrequests"],
+                                      "verbs": ["delete"]}]},
         "nodeSelector": {"gpucluster.io/role": "system"},
         "resources": {"requests": {"cpu": "100m", "memory": "300Mi"}, "limits": {"memory": "600Mi"}},
         # distroless/static:nonroot's user, stated; nothing written, nothing privileged (tests/test_hardening.py).
@@ -67,6 +71,8 @@ def test_helm_values_exact():
             "scale-down-delay-after-failure": "3m0s",
             "skip-nodes-with-local-storage": "false",
             "skip-nodes-with-system-pods": "true",
+            # P5 and P4D are atomic (atomicScaleUp defaults to true): Kueue's ProvisioningRequests are acted on.
+            "enable-provisioning-requests": "true",
         },
     }
     assert set(values["extraArgs"]) <= KNOWN_FLAGS

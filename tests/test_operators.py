@@ -119,13 +119,14 @@ def test_component_registers_each_object_once_under_itself(run_mocked):
     rec = run_mocked(build(), "prod")
     (component,) = rec.of_type("gpucluster:index:Operators")
     children = [r for r in rec.resources if r.parent == component.urn]
-    # The MPI Operator's objects and its NetworkPolicy, the Trainer namespace and release, one runtime (llama-70b's).
-    assert len(children) == len(OBJECTS) + 4
+    # The MPI Operator's objects and its NetworkPolicy, the Trainer namespace and release, one runtime (llama-70b's),
+    # and the ProvisioningRequest CRD (prod's h100 pool is atomic).
+    assert len(children) == len(OBJECTS) + 5
     for child in children:
         assert child.provider.startswith(rec.named("k8s").urn)
         assert child.name.startswith("ops-")
-    (crd,) = rec.of_type(CRD_TYPE)
-    assert crd.inputs["metadata"]["name"] == "mpijobs.kubeflow.org"
+    assert sorted(crd.inputs["metadata"]["name"] for crd in rec.of_type(CRD_TYPE)) == [
+        "mpijobs.kubeflow.org", "provisioningrequests.autoscaling.x-k8s.io"]
 
 
 def test_trainer_release_and_runtimes_in_order(run_mocked):
@@ -156,7 +157,7 @@ def test_the_runtimes_default_image_goes_through_the_cache_when_there_is_one(run
 def test_deployment_waits_for_crd_rbac_and_namespace(run_mocked):
     rec = run_mocked(build(), "prod")
     mpi = rec.named("ops-mpi-deployment-mpi-operator")
-    assert rec.depends_on(mpi, rec.of_type(CRD_TYPE)[0])
+    assert rec.depends_on(mpi, rec.named("ops-mpi-crd-mpijobs.kubeflow.org"))
     assert rec.depends_on(mpi, rec.named("ops-mpi-clusterrolebinding-mpi-operator"))
     assert rec.depends_on(mpi, rec.named("ops-mpi-ns-mpi-operator"))
     assert mpi.inputs["spec"]["template"]["spec"]["nodeSelector"] == SYSTEM_NODE_LABEL

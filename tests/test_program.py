@@ -19,6 +19,9 @@ CRD_FILES = {
     "ClusterQueue": "kueue.x-k8s.io_clusterqueues.yaml",
     "LocalQueue": "kueue.x-k8s.io_localqueues.yaml",
     "WorkloadPriorityClass": "kueue.x-k8s.io_workloadpriorityclasses.yaml",
+    "Topology": "kueue.x-k8s.io_topologies.yaml",
+    "AdmissionCheck": "kueue.x-k8s.io_admissionchecks.yaml",
+    "ProvisioningRequestConfig": "kueue.x-k8s.io_provisioningrequestconfigs.yaml",
     "PrometheusRule": "monitoring.coreos.com_prometheusrules.yaml",
     "PodMonitor": "monitoring.coreos.com_podmonitors.yaml",
     "ServiceMonitor": "monitoring.coreos.com_servicemonitors.yaml",
@@ -56,7 +59,7 @@ def test_every_kubernetes_object_is_valid(stack):
             validate_core(obj, cfg.kubernetes_version)
     assert {"Namespace", "PersistentVolume", "PersistentVolumeClaim", "CustomResourceDefinition",
             "Deployment", "TrainJob", "ClusterTrainingRuntime", "ClusterQueue", "LocalQueue", "ResourceFlavor",
-            "WorkloadPriorityClass"} <= kinds
+            "WorkloadPriorityClass", "Topology", "AdmissionCheck", "ProvisioningRequestConfig"} <= kinds
 
 
 def test_one_definition_per_crd_and_one_for_every_kind_emitted(stack):
@@ -66,7 +69,8 @@ def test_one_definition_per_crd_and_one_for_every_kind_emitted(stack):
 
     _, _, rec, _ = stack
     ours = [o["metadata"]["name"] for o in kubernetes_objects(rec) if o["kind"] == "CustomResourceDefinition"]
-    assert ours == ["mpijobs.kubeflow.org"]
+    # The ProvisioningRequest CRD too: both stacks' GPU pools are atomic (gpuPools[].atomicScaleUp's default).
+    assert sorted(ours) == ["mpijobs.kubeflow.org", "provisioningrequests.autoscaling.x-k8s.io"]
     # The charts' own CRDs; the cluster-autoscaler chart ships none (no crds/, no CRD templates at 9.59.0).
     everything = [*ours, *TRAINER_CHART_CRDS, *KUEUE_CHART_CRDS, *MONITORING_CHART_CRDS]
     assert len(everything) == len(set(everything))
@@ -75,6 +79,8 @@ def test_one_definition_per_crd_and_one_for_every_kind_emitted(stack):
     plural = {"MPIJob": "mpijobs", "TrainJob": "trainjobs", "ClusterTrainingRuntime": "clustertrainingruntimes",
               "ResourceFlavor": "resourceflavors", "ClusterQueue": "clusterqueues", "LocalQueue": "localqueues",
               "WorkloadPriorityClass": "workloadpriorityclasses", "PrometheusRule": "prometheusrules",
+              "Topology": "topologies", "AdmissionCheck": "admissionchecks",
+              "ProvisioningRequestConfig": "provisioningrequestconfigs",
               "PodMonitor": "podmonitors", "ServiceMonitor": "servicemonitors"}
     for group, kind in custom:
         assert f"{plural[kind]}.{group}" in everything, kind

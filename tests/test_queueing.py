@@ -10,6 +10,7 @@ from components.core import versions as v
 from components.core.config import GpuPoolConfig, SystemNodesConfig
 from components.core.kube import queueing
 from components.core.kube.nodepool import SYSTEM_NODE_LABEL
+from components.core.placement import provisioning, topology
 from components.core.planning import schedule
 from components.kubernetes.queue import Queue, QueueArgs
 from tests import k8s
@@ -17,19 +18,27 @@ from tests.conftest import stack_config
 
 SCHEMAS = {"ResourceFlavor": "kueue.x-k8s.io_resourceflavors.yaml", "ClusterQueue": "kueue.x-k8s.io_clusterqueues.yaml",
            "LocalQueue": "kueue.x-k8s.io_localqueues.yaml",
-           "WorkloadPriorityClass": "kueue.x-k8s.io_workloadpriorityclasses.yaml"}
+           "WorkloadPriorityClass": "kueue.x-k8s.io_workloadpriorityclasses.yaml",
+           "Topology": "kueue.x-k8s.io_topologies.yaml", "AdmissionCheck": "kueue.x-k8s.io_admissionchecks.yaml",
+           "ProvisioningRequestConfig": "kueue.x-k8s.io_provisioningrequestconfigs.yaml"}
 P5 = GpuPoolConfig(name="h100", instance_type="p5.48xlarge", max_nodes=16)
 P4D = GpuPoolConfig(name="a100", instance_type="p4d.24xlarge", max_nodes=4)
 DEV = GpuPoolConfig(name="dev", instance_type="g6e.xlarge", max_nodes=2)
 SYSTEM = SystemNodesConfig(instance_type="m7i.2xlarge", count=3)
 
 
+# Pools as before atomic scale-up and topologies (issue 30): no admission check, no topology.
+PLAIN_P5 = GpuPoolConfig(name="h100", instance_type="p5.48xlarge", max_nodes=16, atomic_scale_up=False,
+                         topology="off")
+
+
 def objects(pools, namespace="training") -> list[dict]:
-    return [*queueing.resource_flavors(pools), queueing.cluster_queue(pools, SYSTEM, namespace),
-            queueing.local_queue(namespace), *queueing.priority_classes()]
+    return [*topology.topologies(pools), *provisioning.kueue_objects(pools), *queueing.resource_flavors(pools),
+            queueing.cluster_queue(pools, SYSTEM, namespace), queueing.local_queue(namespace),
+            *queueing.priority_classes()]
 
 
-@pytest.mark.parametrize("pools", [(P5,), (P5, P4D), (DEV,)], ids=["p5", "p5+p4d", "dev"])
+@pytest.mark.parametrize("pools", [(P5,), (P5, P4D), (DEV,), (PLAIN_P5,)], ids=["p5", "p5+p4d", "dev", "plain"])
 def test_every_object_validates_against_the_v0_19_2_schema(pools):
     for obj in objects(pools):
         assert obj["apiVersion"] == "kueue.x-k8s.io/v1beta2"
@@ -73,9 +82,15 @@ def test_flavors_carry_the_pools_labels_and_taint_toleration():
                       "metadata": {"name": "system"}, "spec": {"nodeLabels": SYSTEM_NODE_LABEL}}
     # The pool's taint, not a toleration: Kueue 0.19.2 matches node selectors only on a flavor's own label
     # keys, so the taint is what keeps launchers (no GPU toleration) off GPU flavors when the system quota runs out.
+    # And the network topology EKS labels p5 and p4d nodes with (3 layers, then the node).
     assert h100["spec"] == {"nodeLabels": {"gpucluster.io/pool": "h100"},
-                            "nodeTaints": [{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}]}
+                            "nodeTaints": [{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}],
+                            "topologyName": "gpucluster-network-3"}
     assert a100["metadata"] == {"name": "pool-a100"}
+    assert a100["spec"]["topologyName"] == "gpucluster-network-3"
+    _, plain = queueing.resource_flavors([PLAIN_P5])
+    assert plain["spec"] == {"nodeLabels": {"gpucluster.io/pool": "h100"},
+                             "nodeTaints": [{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}]}
 
 
 def test_cluster_queue_admits_only_the_training_namespace_and_never_preempts():
@@ -165,16 +180,19 @@ def test_queue_objects_wait_for_kueue_and_are_registered_whole(run_mocked):
     release = rec.named("q-kueue")
     assert (release.inputs["chart"], release.inputs["version"]) == (v.KUEUE_CHART, "0.19.2")
     assert release.inputs["namespace"] == "kueue-system" and rec.depends_on(release, rec.named("q-kueue-ns"))
-    assert release.inputs["values"] == queueing.helm_values("training")
+    # prod's h100 pool is atomic: the manager's pod carries the annotation that restarts it when that changes.
+    assert release.inputs["values"] == queueing.helm_values("training", provisioning_requests=True)
     custom = [r for r in rec.resources if r.type.startswith("kubernetes:kueue.x-k8s.io/")]
-    assert sorted(r.inputs["kind"] for r in custom) == ["ClusterQueue", "LocalQueue", "ResourceFlavor",
-                                                       "ResourceFlavor", "WorkloadPriorityClass",
+    assert sorted(r.inputs["kind"] for r in custom) == ["AdmissionCheck", "ClusterQueue", "LocalQueue",
+                                                       "ProvisioningRequestConfig", "ResourceFlavor",
+                                                       "ResourceFlavor", "Topology", "WorkloadPriorityClass",
                                                        "WorkloadPriorityClass"]
     for r in custom:
         assert rec.depends_on(r, release), r.name  # Kueue's webhooks reject them until it runs
-    expected = {o["metadata"]["name"]: o for o in objects(cfg.gpu_pools)}
+    expected = {(o["kind"], o["metadata"]["name"]): o for o in objects(cfg.gpu_pools)}
     for r in custom:
-        assert {k: r.inputs[k] for k in expected[r.inputs["metadata"]["name"]]} == expected[r.inputs["metadata"]["name"]]
+        want = expected[r.inputs["kind"], r.inputs["metadata"]["name"]]
+        assert {k: r.inputs[k] for k in want} == want
     wpc = rec.named("q-priority-gpucluster-fabric-test")
     assert wpc.inputs["value"] == 1000  # top-level fields survive registration
     local = rec.named("q-local-queue")

@@ -91,6 +91,24 @@ def test_every_queue_is_in_the_cohort_with_fair_sharing_weights_and_reclaims_len
         "matchLabels": {"kubernetes.io/metadata.name": "vision"}}
 
 
+def test_every_queue_runs_the_atomic_scale_up_check_on_the_atomic_gpu_pools_flavors_only():
+    plain = GpuPoolConfig(name="a100", instance_type="p4d.24xlarge", max_nodes=4, atomic_scale_up=False,
+                          topology="off")
+    ps = CpuPoolConfig(name="ps", instance_type="m7i.8xlarge", max_nodes=4)
+    queues = all_queues(pools=(P5, plain, ps))
+    assert list(queues) == ["gpucluster", "gpucluster-team-vision", "gpucluster-team-language"]
+    for queue in queues.values():
+        # Not the system flavor, the CPU pool or the non-atomic a100 pool: their jobs are admitted on quota.
+        assert queue["spec"]["admissionChecksStrategy"] == {
+            "admissionChecks": [{"name": "gpucluster-atomic-scale-up", "onFlavors": ["pool-h100"]}]}
+        # Kueue's webhook: every onFlavors entry is a flavor of the queue (clusterqueue_webhook.go
+        # validateAdmissionCheckOnFlavors).
+        assert set(queue["spec"]["admissionChecksStrategy"]["admissionChecks"][0]["onFlavors"]) <= set(quotas(queue))
+        k8s.validate_custom(queue, "kueue.x-k8s.io_clusterqueues.yaml")
+    none_atomic = all_queues(pools=(plain, ps))
+    assert all("admissionChecksStrategy" not in q["spec"] for q in none_atomic.values())
+
+
 @pytest.mark.parametrize("team", [VISION, LANGUAGE], ids=["limits", "plain"])
 def test_team_queues_validate_against_the_v0_19_2_crd_and_lending_stays_within_the_guarantee(team):
     queue = all_queues()[teams.cluster_queue_name(team)]

@@ -41,6 +41,10 @@ class ClusterAutoscalerArgs:
     # Monitoring.crds_ready when the metrics stack is on: the autoscaler's ServiceMonitor (ours, the chart's
     # off) waits for it; the release does not, so GPU pools can scale before the metrics stack is up.
     metrics_crds: Sequence[pulumi.Resource] = field(default_factory=tuple)
+    # Operators.provisioning_crds: the ProvisioningRequest CRD when a pool is atomic. The release waits for it: with
+    # --enable-provisioning-requests the autoscaler waits at start until its ProvisioningRequest informer has synced
+    # (provisioningrequest/provreqclient/client.go newPRsLister at 1.35.2), which it cannot without the CRD.
+    provisioning_crds: Sequence[pulumi.Resource] = field(default_factory=tuple)
 
 
 class ClusterAutoscaler(pulumi.ComponentResource):
@@ -75,7 +79,7 @@ class ClusterAutoscaler(pulumi.ComponentResource):
             # The pod must find its role the moment it starts: without the
             # association it would fall back to the node role, which may not scale groups.
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider,
-                                        depends_on=[association, *args.depends_on]),
+                                        depends_on=[association, *args.depends_on, *args.provisioning_crds]),
         )
         if args.metrics_crds:
             KubernetesObject(f"{name}-monitor", scrape.autoscaler_service_monitor(), pulumi.ResourceOptions(

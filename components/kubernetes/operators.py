@@ -25,6 +25,7 @@ from components.core import versions as v
 from components.core.config import GpuPoolConfig, JobConfig
 from components.core.kube import mpi_operator, network_policy, trainer
 from components.core.observability import prometheus_stack, scrape
+from components.core.placement import provisioning
 from components.kubernetes.objects import KubernetesObject, release_in_own_namespace
 
 # The CRDs each chart installs (one definition of each in the cluster; tests
@@ -102,6 +103,7 @@ class Operators(pulumi.ComponentResource):
     """
 
     crds: dict[str, k8s.apiextensions.v1.CustomResourceDefinition]
+    provisioning_crds: list[pulumi.Resource]  # the ProvisioningRequest CRD when a pool is atomic, else none
     deployments: dict[str, k8s.apps.v1.Deployment]
     trainer: k8s.helm.v3.Release
     runtimes: dict[str, pulumi.Resource]
@@ -138,6 +140,18 @@ class Operators(pulumi.ComponentResource):
             f"{name}-mpi-netpol", mpi_operator_ingress(), pulumi.ResourceOptions(
                 parent=self, provider=args.provider, depends_on=[mpi_namespace]))
 
+        # cluster-autoscaler's ProvisioningRequest CRD (its chart has none), for atomic scale-up. Kueue and the
+        # autoscaler must find it when they start: Kueue sets up its provisioning controller only then, and the
+        # autoscaler waits for its ProvisioningRequest informer to sync. Kueue waits for `ready`; the autoscaler's
+        # release for `provisioning_crds`. After the system nodes, like every object: on destroy it goes (and its
+        # ProvisioningRequests with it) while Kueue and the autoscaler still run.
+        self.provisioning_crds = []
+        if provisioning.needed(args.pools):
+            self.crds[provisioning.CRD_NAME] = register(
+                f"{name}-crd-{provisioning.CRD_NAME}", provisioning.crd(),
+                pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on)))
+            self.provisioning_crds.append(self.crds[provisioning.CRD_NAME])
+
         self.trainer = release_in_own_namespace(
             f"{name}-trainer", "kubeflow-trainer", v.TRAINER_CHART, v.TRAINER_CHART_VERSION, trainer.NAMESPACE,
             trainer.helm_values(), args.provider, self, args.depends_on)
@@ -150,7 +164,8 @@ class Operators(pulumi.ComponentResource):
             self.runtimes[runtime_name] = KubernetesObject(
                 f"{name}-runtime-{runtime_name}", manifest,
                 pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.trainer]))
-        self.ready = [*foundation, *rest, self.network_policy, self.trainer, *self.runtimes.values()]
+        self.ready = [*foundation, *rest, *self.provisioning_crds, self.network_policy, self.trainer,
+                      *self.runtimes.values()]
         if args.metrics_crds:
             for monitor, owner in ((scrape.mpi_operator_pod_monitor(), mpi_namespace),
                                    (scrape.trainer_service_monitor(), self.trainer),

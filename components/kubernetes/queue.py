@@ -3,7 +3,10 @@
 The upstream chart (pinned in components.core.versions) on the system
 nodes, then the ResourceFlavors, the ClusterQueue, the training
 namespace's LocalQueue and the WorkloadPriorityClasses of
-components.core.kube.queueing. Kueue's webhooks reject these objects until the
+components.core.kube.queueing; before the flavors and queues that name
+them, the network Topologies (components.core.placement.topology) and,
+when a pool is atomic, the ProvisioningRequestConfig and AdmissionCheck
+(components.core.placement.provisioning). Kueue's webhooks reject these objects until the
 release is ready, and its finalizers hold them until Kueue removes them:
 they are created after the release and, on destroy, deleted before it.
 
@@ -27,6 +30,7 @@ from components.core.config import SystemNodesConfig
 from components.core.config.teams import TeamConfig
 from components.core.kube import network_policy, nodepool, queueing
 from components.core.observability import prometheus_stack, scrape
+from components.core.placement import provisioning, topology
 from components.core.teams import access as team_access
 from components.core.teams import queues as team_queues
 from components.kubernetes.objects import KubernetesObject, release_in_own_namespace
@@ -43,7 +47,7 @@ class QueueArgs:
     stop_policy: str = "None"
     # The operators' CRDs first (Operators.ready): Kueue sets up its MPIJob and TrainJob webhooks at start for
     # the CRDs it finds; a later one is set up only at a poll, and a job created in between would bypass the
-    # queue. Not the metrics stack: the chart's own ServiceMonitor is off, ours waits for the CRDs alone.
+    # queue; its ProvisioningRequest controller only if that CRD is there at start. Not the metrics stack: the chart's own ServiceMonitor is off, ours waits for the CRDs alone.
     depends_on: Sequence[pulumi.Resource] = field(default_factory=tuple)
     # Monitoring.crds_ready when the metrics stack is on: Kueue's ServiceMonitor waits for it, nothing else does.
     metrics_crds: Sequence[pulumi.Resource] = field(default_factory=tuple)
@@ -59,6 +63,8 @@ class Queue(pulumi.ComponentResource):
     cluster_queue_name: str
     local_queue_name: str
     network_policies: list[KubernetesObject]
+    topologies: list[KubernetesObject]  # one per distinct network layer count among the pools
+    admission_checks: list[KubernetesObject]  # the ProvisioningRequestConfig and its AdmissionCheck, or none
     ready: list[pulumi.Resource]  # what a job waits for: Kueue and the queue objects (not the monitor)
 
     def __init__(self, name: str, args: QueueArgs, opts: pulumi.ResourceOptions | None = None):
@@ -69,20 +75,30 @@ class Queue(pulumi.ComponentResource):
             f"{name}-kueue", "kueue", v.KUEUE_CHART, v.KUEUE_CHART_VERSION, queueing.NAMESPACE,
             # Its chart's ServiceMonitor off: with it the install would need the Prometheus Operator's CRDs.
             queueing.helm_values(args.namespace, metrics=False, team_namespaces=team_queues.namespaces(args.teams),
-                                 fair_sharing=fair_sharing), args.provider, self, args.depends_on)
+                                 fair_sharing=fair_sharing, provisioning_requests=provisioning.needed(args.pools)),
+            args.provider, self, args.depends_on)
 
         def custom(res_name: str, obj: dict, depends_on: list[pulumi.Resource], **extra) -> KubernetesObject:
             return KubernetesObject(res_name, obj, pulumi.ResourceOptions(
                 **k8s_opts, depends_on=[self.release, *depends_on], **extra))
 
-        flavors = [custom(f"{name}-flavor-{f['metadata']['name']}", f, [])
+        # A flavor names its pool's Topology, a queue the AdmissionCheck, which names the config: each after what
+        # it names (Kueue marks a ClusterQueue inactive while a check or flavor it names is missing).
+        self.topologies = [custom(f"{name}-topology-{t['metadata']['name']}", t, [])
+                           for t in topology.topologies(args.pools)]
+        self.admission_checks = []
+        for obj in provisioning.kueue_objects(args.pools):
+            role = "provisioning-config" if obj["kind"] == "ProvisioningRequestConfig" else "admission-check"
+            self.admission_checks.append(custom(f"{name}-{role}", obj, list(self.admission_checks)))
+        flavors = [custom(f"{name}-flavor-{f['metadata']['name']}", f, list(self.topologies))
                    for f in queueing.resource_flavors(args.pools)]
+        checked = [*flavors, *self.admission_checks]
         if args.teams:
             training_queue = team_queues.training_cluster_queue(args.pools, args.system_nodes, args.namespace,
                                                                 args.teams, args.stop_policy)
         else:
             training_queue = queueing.cluster_queue(args.pools, args.system_nodes, args.namespace, args.stop_policy)
-        cluster_queue = custom(f"{name}-cluster-queue", training_queue, flavors)
+        cluster_queue = custom(f"{name}-cluster-queue", training_queue, checked)
         # spec.clusterQueue is immutable (LocalQueue CRD): a new one replaces it.
         local_queue = custom(f"{name}-local-queue", queueing.local_queue(args.namespace),
                              [cluster_queue, args.namespace_resource],
@@ -104,9 +120,9 @@ class Queue(pulumi.ComponentResource):
                 f"{name}-team-pod-policy-binding", team_access.pod_policy_binding(),
                 pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[pods]))]
         for team in args.teams:
-            team_objects += self._team(f"{name}-team-{team.name}", team, args, flavors, custom)
-        self.ready = [self.release, *flavors, cluster_queue, local_queue, *priorities, *self.network_policies,
-                      *team_objects]
+            team_objects += self._team(f"{name}-team-{team.name}", team, args, checked, custom)
+        self.ready = [self.release, *self.topologies, *self.admission_checks, *flavors, cluster_queue, local_queue,
+                      *priorities, *self.network_policies, *team_objects]
         if args.metrics_crds:
             # After the CRDs (and the release, so its Service): a ServiceMonitor needs nothing else.
             KubernetesObject(f"{name}-monitor", scrape.kueue_service_monitor(), pulumi.ResourceOptions(
@@ -118,12 +134,12 @@ class Queue(pulumi.ComponentResource):
                                "stopPolicy": args.stop_policy, "kueueChartVersion": v.KUEUE_CHART_VERSION,
                                **({"teamClusterQueues": self.team_cluster_queues} if args.teams else {})})
 
-    def _team(self, name: str, team: TeamConfig, args: QueueArgs, flavors: list[KubernetesObject],
+    def _team(self, name: str, team: TeamConfig, args: QueueArgs, named: list[KubernetesObject],
               custom) -> list[pulumi.Resource]:
         """One team's ClusterQueue, LocalQueue, Role and binding, admission policy and NetworkPolicies."""
         namespace = args.team_namespaces[team.name]
         queue = custom(f"{name}-cluster-queue", team_queues.team_cluster_queue(team, args.pools, args.system_nodes,
-                                                                               args.stop_policy), flavors)
+                                                                               args.stop_policy), named)
         local = custom(f"{name}-local-queue", team_queues.local_queue(team), [queue, namespace],
                        replace_on_changes=["spec.clusterQueue"], delete_before_replace=True)
         plain = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[namespace])

@@ -16,6 +16,7 @@ from typing import Any
 from components.core import namespaces
 from components.core import versions as v
 from components.core.kube import hardening, nodepool
+from components.core.placement import provisioning
 
 NAMESPACE = namespaces.KUBE_SYSTEM
 RELEASE_NAME = "cluster-autoscaler"
@@ -87,6 +88,30 @@ def flags(pools: Sequence[nodepool.Pool]) -> dict[str, str]:
     }
 
 
+def provisioning_flags(pools: Sequence[nodepool.Pool], kubernetes_version: str) -> dict[str, str]:
+    """extraArgs for Kueue's ProvisioningRequests when a pool is atomic ({} otherwise: flags as before).
+
+    --enable-provisioning-requests (default false) makes the autoscaler act on them, best-effort-atomic-scale-up
+    included (config/flags/flags.go:218 at 1.35.2; main.go:272 at 1.32.7). The CRDs serve no protobuf, and 1.32
+    talks to the API server in protobuf unless told JSON (--kube-api-content-type, main.go:121 at 1.32.7; FAQ.md
+    "How can I use ProvisioningRequest"): from 1.33 the ProvisioningRequest client forces JSON itself
+    (main.go:148-150 at 1.35.2), so only 1.32 sets it, and every other client keeps protobuf.
+    """
+    if not provisioning.needed(pools):
+        return {}
+    return {"enable-provisioning-requests": "true",
+            **({"kube-api-content-type": "application/json"} if image_tag(kubernetes_version).startswith("v1.32.")
+               else {})}
+
+
+# The chart's ClusterRole lets the autoscaler get, list, watch, update and patch ProvisioningRequests
+# (templates/clusterrole.yaml at cluster-autoscaler-chart-9.59.0) but not delete them, which it does to those
+# finished more than 7 days ago (processors/provreq/processor.go DeleteOldProvReqs at 1.35.2; FAQ.md lists
+# delete); rbac.additionalRules is appended to that ClusterRole (and to the chart's Role in kube-system).
+PROVISIONING_RBAC = ({"apiGroups": ["autoscaling.x-k8s.io"], "resources": ["provisioningrequests"],
+                      "verbs": ["delete"]},)
+
+
 RESOURCES = {"requests": {"cpu": "100m", "memory": "300Mi"}, "limits": {"memory": "600Mi"}}
 
 # The chart sets no securityContext (values.yaml: securityContext: {}, containerSecurityContext: {}, both
@@ -100,8 +125,8 @@ POD_SECURITY = hardening.pod_security_context(hardening.DISTROLESS_NONROOT)
 def helm_values(cluster_name: str, region: str, kubernetes_version: str, pools: Sequence[nodepool.Pool],
                 system_node_selector: dict[str, str], metrics: bool = False) -> dict[str, Any]:
     """Values of chart 9.59.0 (values.yaml keys: cloudProvider, awsRegion, autoDiscovery, image,
-    rbac.serviceAccount, fullnameOverride, nodeSelector, extraArgs, resources, serviceMonitor,
-    securityContext, containerSecurityContext).
+    rbac.serviceAccount, rbac.additionalRules, fullnameOverride, nodeSelector, extraArgs, resources,
+    serviceMonitor, securityContext, containerSecurityContext).
 
     `metrics`: the chart's ServiceMonitor, in the autoscaler's namespace (Prometheus selects all)."""
     return {
@@ -115,12 +140,13 @@ def helm_values(cluster_name: str, region: str, kubernetes_version: str, pools: 
         "autoDiscovery": {"clusterName": cluster_name},
         "image": {"repository": v.CLUSTER_AUTOSCALER_IMAGE, "tag": image_tag(kubernetes_version)},
         "fullnameOverride": RELEASE_NAME,
-        "rbac": {"create": True, "serviceAccount": {"create": True, "name": SERVICE_ACCOUNT}},
+        "rbac": {"create": True, "serviceAccount": {"create": True, "name": SERVICE_ACCOUNT},
+                 **({"additionalRules": [dict(r) for r in PROVISIONING_RBAC]} if provisioning.needed(pools) else {})},
         "nodeSelector": dict(system_node_selector),
         "resources": RESOURCES,
         "securityContext": dict(POD_SECURITY),
         "containerSecurityContext": hardening.container_security_context(),
-        "extraArgs": flags(pools),
+        "extraArgs": {**flags(pools), **provisioning_flags(pools, kubernetes_version)},
     }
 
 

@@ -22,6 +22,7 @@ from components.core.config import SystemNodesConfig
 from components.core.hardware import catalog
 from components.core.kube import hardening, nodepool, workers
 from components.core.kube.nodepool import SYSTEM_NODE_LABEL
+from components.core.placement import provisioning, topology
 
 API_VERSION = "kueue.x-k8s.io/v1beta2"
 NAMESPACE = namespaces.KUEUE
@@ -139,12 +140,13 @@ def manager_config(namespace: str, team_namespaces: Sequence[str] = (),
 
 
 def helm_values(namespace: str, metrics: bool = False, team_namespaces: Sequence[str] = (),
-                fair_sharing: dict[str, Any] | None = None) -> dict[str, Any]:
+                fair_sharing: dict[str, Any] | None = None, provisioning_requests: bool = False) -> dict[str, Any]:
     """Values of the kueue chart 0.19.2 (controllerManager.manager.image, controllerManager.nodeSelector,
-    managerConfig.controllerManagerConfigYaml, enablePrometheus, controllerManager.manager.podSecurityContext
-    and containerSecurityContext: values.yaml keys at v0.19.2).
+    managerConfig.controllerManagerConfigYaml, enablePrometheus, controllerManager.manager.podSecurityContext,
+    containerSecurityContext and podAnnotations: values.yaml keys at v0.19.2).
 
-    `metrics`: the chart's ServiceMonitor (needs the Prometheus Operator's CRDs).
+    `metrics`: the chart's ServiceMonitor (needs the Prometheus Operator's CRDs). `provisioning_requests`: some
+    pool is atomic: provisioning.KUEUE_POD_ANNOTATIONS on the manager's pod (templates/manager/manager.yaml).
 
     The security contexts are the chart's own defaults (runAsNonRoot, RuntimeDefault seccomp, a
     read-only root, no capabilities), stated so a chart upgrade cannot loosen them unnoticed; so are
@@ -156,7 +158,9 @@ def helm_values(namespace: str, metrics: bool = False, team_namespaces: Sequence
             "manager": {"image": {"repository": v.KUEUE_IMAGE, "tag": v.KUEUE_IMAGE_TAG,
                                   "pullPolicy": "IfNotPresent"},
                         "podSecurityContext": hardening.pod_security_context(),
-                        "containerSecurityContext": hardening.container_security_context()},
+                        "containerSecurityContext": hardening.container_security_context(),
+                        **({"podAnnotations": dict(provisioning.KUEUE_POD_ANNOTATIONS)}
+                           if provisioning_requests else {})},
             "nodeSelector": dict(SYSTEM_NODE_LABEL),
         },
         "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(
@@ -227,13 +231,23 @@ def resource_flavors(pools: Sequence[nodepool.Pool]) -> list[dict[str, Any]]:
         # a chief) conflicts with it, and one selecting role=cpu-pool (a parameter server) with the
         # system flavor, whatever quota is left (nodepool.CPU_POOL_ROLE).
         labels = {nodepool.POOL_LABEL: pool.name, **(nodepool.CPU_POOL_ROLE if pool.is_cpu else {})}
+        # Its network topology, if any: the CRD allows topologyName beside nodeTaints, wants a nodeLabel, and
+        # makes topologyName and nodeLabels immutable once set (ResourceFlavorSpec's XValidation rules).
+        network = topology.pool_topology(pool)
         flavors.append({
             "apiVersion": API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": flavor_name(pool)},
             "spec": {"nodeLabels": labels,
                      "nodeTaints": [{"key": t.key, "value": t.value, "effect": t.effect}
-                                    for t in nodepool.node_taints(pool)]},
+                                    for t in nodepool.node_taints(pool)],
+                     **({"topologyName": network} if network else {})},
         })
     return flavors
+
+
+def admission_checks(pools: Sequence[nodepool.Pool]) -> dict[str, Any]:
+    """A ClusterQueue's admissionChecksStrategy: atomic scale-up on the atomic GPU pools' flavors ({}: none)."""
+    strategy = provisioning.admission_checks_strategy([flavor_name(p) for p in provisioning.atomic_pools(pools)])
+    return {"admissionChecksStrategy": strategy} if strategy else {}
 
 
 def cluster_queue(pools: Sequence[nodepool.Pool], system: SystemNodesConfig, namespace: str,
@@ -259,6 +273,7 @@ def cluster_queue(pools: Sequence[nodepool.Pool], system: SystemNodesConfig, nam
             # A job that does not fit yet does not block smaller ones behind it.
             "queueingStrategy": "BestEffortFIFO",
             "stopPolicy": stop_policy,
+            **admission_checks(pools),
             "resourceGroups": [{
                 "coveredResources": resources,
                 "flavors": [flavor(SYSTEM_FLAVOR, system_quota(system, resources)),

@@ -103,6 +103,8 @@ def team_cluster_queue(team: TeamConfig, pools: Sequence[nodepool.Pool], system:
             "cohortName": COHORT,
             "queueingStrategy": "BestEffortFIFO",
             "stopPolicy": stop_policy,
+            # Atomic scale-up on the atomic pools' flavors, as in the training namespace's queue.
+            **queueing.admission_checks(pools),
             "preemption": dict(PREEMPTION),
             # A Quantity; Kueue refuses 0 < weight <= 1n (pkg/webhooks/common.go), the config keeps it > 0.
             "fairSharing": {"weight": format(team.weight, "g")},

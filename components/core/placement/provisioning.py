@@ -1,0 +1,94 @@
+"""Atomic scale-up: Kueue's ProvisioningRequest admission check on the GPU pools that ask for it (pure).
+
+A GPU pool with `atomicScaleUp` puts its flavor under one AdmissionCheck (every ClusterQueue holding it names the
+check on that flavor, admissionChecksStrategy). Kueue then reserves quota, writes a ProvisioningRequest of class
+best-effort-atomic-scale-up for the job's GPU pod sets, and admits the job only once cluster-autoscaler says it
+has got them all (Provisioned=True); a failed or expired request is retried as the config's retryStrategy says.
+
+Kueue v0.19.2, kueue.x-k8s.io/v1beta2 (apis/kueue/v1beta2/provisioningrequestconfig_types.go,
+admissioncheck_types.go, clusterqueue_types.go; CRDs tests/upstream/crds/kueue.x-k8s.io_*.yaml). The class is
+cluster-autoscaler's (apis/provisioningrequest/autoscaling.x-k8s.io/v1/types.go at cluster-autoscaler-1.35.2,
+ProvisioningClassBestEffortAtomicScaleUp). On AWS the autoscaler plans the scale-up whole but raises the Auto
+Scaling group's desired size like any other (no AtomicIncreaseSize there): EC2 may still launch fewer.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+API_VERSION = "kueue.x-k8s.io/v1beta2"
+# The ProvisioningRequestConfig and the AdmissionCheck share the name (both cluster-scoped).
+NAME = "gpucluster-atomic-scale-up"
+PROVISIONING_CLASS = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
+# provisioningrequestconfig_types.go ProvisioningRequestControllerName: the controller Kueue runs for these checks.
+CONTROLLER_NAME = "kueue.x-k8s.io/provisioning-request"
+# Only pod sets asking for GPUs go into the request (managedResources): an MPIJob's launcher or a chief on the
+# system nodes is not the autoscaler's to provision, and a job asking for no GPU needs no request at all.
+MANAGED_RESOURCES = ("nvidia.com/gpu",)
+# A request that fails (or whose booking expires before admission) is retried after 1, 2, 4, 8, 16 minutes
+# (base x 2^(n-1), capped at 30), then the workload is deactivated for a person to look at. Capacity the
+# autoscaler cannot find yet (Provisioned=False) is not a failure: it keeps retrying on its own.
+RETRY_STRATEGY = {"backoffLimitCount": 5, "backoffBaseSeconds": 60, "backoffMaxSeconds": 1800}
+
+# The ProvisioningRequest CRD: cluster-autoscaler's, vendored (components/manifests/README.md); its chart installs
+# none. Kueue v0.19.2 and the autoscaler (1.32 to 1.36) read and write its v1.
+CRD_NAME = "provisioningrequests.autoscaling.x-k8s.io"
+CRD_FILE = Path(__file__).resolve().parents[2] / "manifests" / "autoscaling.x-k8s.io_provisioningrequests.yaml"
+# On the Kueue manager's pod while any pool is atomic: Kueue sets up its provisioning controller only if the CRD
+# is served when it starts (cmd/kueue/main.go ServerSupportsProvisioningRequest), so turning atomic scale-up on
+# for a running Kueue must restart it; a changed pod annotation does.
+KUEUE_POD_ANNOTATIONS = {"gpucluster.io/provisioning-requests": "enabled"}
+
+
+def atomic_pools(pools: Sequence[Any]) -> list[Any]:
+    """The GPU pools whose jobs are admitted only once all their nodes are provisioned."""
+    return [p for p in pools if not getattr(p, "is_cpu", False) and getattr(p, "atomic_scale_up", False)]
+
+
+def needed(pools: Sequence[Any]) -> bool:
+    return bool(atomic_pools(pools))
+
+
+def provisioning_request_config() -> dict[str, Any]:
+    return {"apiVersion": API_VERSION, "kind": "ProvisioningRequestConfig", "metadata": {"name": NAME},
+            "spec": {"provisioningClassName": PROVISIONING_CLASS, "managedResources": list(MANAGED_RESOURCES),
+                     "retryStrategy": dict(RETRY_STRATEGY)}}
+
+
+def admission_check() -> dict[str, Any]:
+    return {"apiVersion": API_VERSION, "kind": "AdmissionCheck", "metadata": {"name": NAME},
+            "spec": {"controllerName": CONTROLLER_NAME,
+                     "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig",
+                                    "name": NAME}}}
+
+
+def admission_checks_strategy(flavors: Sequence[str]) -> dict[str, Any] | None:
+    """A ClusterQueue's spec.admissionChecksStrategy: the check on these flavors only (the atomic pools'), so a
+    job on the system nodes or another pool is admitted on quota as before; None when there are none.
+
+    Per flavor, not the queue-wide list: v1beta2 has only admissionChecksStrategy (v1beta1's spec.admissionChecks
+    is gone), and an empty onFlavors would run the check for every workload of the queue."""
+    if not flavors:
+        return None
+    return {"admissionChecks": [{"name": NAME, "onFlavors": list(flavors)}]}
+
+
+@functools.cache
+def _crd_json() -> str:
+    return json.dumps(yaml.safe_load(CRD_FILE.read_text()))
+
+
+def crd() -> dict[str, Any]:
+    """The vendored CRD as a fresh dict."""
+    return json.loads(_crd_json())
+
+
+def kueue_objects(pools: Sequence[Any]) -> list[dict[str, Any]]:
+    """The config, then the check naming it; none when no pool is atomic."""
+    return [provisioning_request_config(), admission_check()] if needed(pools) else []
