@@ -205,6 +205,48 @@ def test_a_bad_job_file_is_refused_before_anything_is_created(cluster, capsys, t
     assert cluster.requests == [] or all(r.method == "GET" for r in cluster.requests)
 
 
+def test_a_job_file_s_placement_reaches_its_workers(cluster, capsys, tmp_path):
+    path = job_file(tmp_path, nodes=4, placement={"policy": "required", "layer": 2})
+    assert submit.main(["--stack", "prod", "--file", path], sleep=lambda _: None) == 0
+    (job,) = cluster.objects("MPIJob")
+    replicas = job["spec"]["mpiReplicaSpecs"]
+    assert replicas["Worker"]["template"]["metadata"]["annotations"] == {
+        "cluster-autoscaler.kubernetes.io/safe-to-evict": "false",
+        "kueue.x-k8s.io/podset-required-topology": "topology.k8s.aws/network-node-layer-2"}
+    assert "annotations" not in replicas["Launcher"]["template"]["metadata"]
+    k8s.validate_custom(job, CRDS["MPIJob"])
+
+
+def pools_without_topology(monkeypatch) -> None:
+    """Stack prod with its pool's `topology: off`, as a stack that turned it off would be."""
+    real = stackfile.load_stack
+    pools = [{**p, "topology": "off"} for p in json.loads(stackfile.read_stack_config("prod")["gpucluster:gpuPools"])]
+
+    def load_stack(stack, *args, overrides=None, **kwargs):
+        return real(stack, *args, overrides={"gpucluster:gpuPools": pools, **(overrides or {})}, **kwargs)
+
+    monkeypatch.setattr(stackfile, "load_stack", load_stack)
+
+
+@pytest.mark.parametrize(("off", "placement", "message"), [
+    (True, {"policy": "required"},
+     "gpucluster:jobs[0].placement: asks for required placement, but the pool has no network topology: its "
+     "`topology` is off; use policy none (pool 'h100')"),
+    (False, {"layer": 4},
+     "gpucluster:jobs[0].placement.layer: got 4; p5.48xlarge nodes have 3 network layers (1 to 3) (pool 'h100')"),
+])
+def test_a_job_file_s_placement_is_held_to_the_stack_s_rules(cluster, capsys, tmp_path, monkeypatch, off, placement,
+                                                            message):
+    # The same parser and message as a job of the stack (tests/test_placement_config.py), before anything is made.
+    if off:
+        pools_without_topology(monkeypatch)
+    code = submit.main(["--stack", "prod", "--file", job_file(tmp_path, nodes=4, placement=placement)],
+                       sleep=lambda _: None)
+    err = capsys.readouterr().err
+    assert code == 1 and message in err and "Traceback" not in err
+    assert all(r.method == "GET" for r in cluster.requests)
+
+
 # -- status ---------------------------------------------------------------------------------------
 
 

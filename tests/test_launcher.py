@@ -282,11 +282,13 @@ def test_trainjob_against_our_runtime():
                                   "name": "gpucluster-torch-h100-r3"}
     # Kueue's webhook suspends it and adds its own runtime patch (its manager's entry) on create.
     assert "suspend" not in spec
-    # Ours labels the node pods like an MPIJob's (Trainer copies no TrainJob label to its pods).
+    # Ours labels the node pods like an MPIJob's (Trainer copies no TrainJob label to its pods), and carries the
+    # job's placement: 2 x p5.48xlarge prefer one layer-3 domain (tests/test_placement_render.py).
     assert spec["runtimePatches"] == [{"manager": "gpucluster.io/launcher", "trainingRuntimeSpec": {"template": {
         "spec": {"replicatedJobs": [{"name": "node", "template": {"spec": {"template": {"metadata": {"labels": {
             "app.kubernetes.io/part-of": "gpucluster", "gpucluster.io/job": "torch-h100",
-            "gpucluster.io/pool": "h100"}}}}}}]}}}}]
+            "gpucluster.io/pool": "h100"}, "annotations": {
+            "kueue.x-k8s.io/podset-preferred-topology": "topology.k8s.aws/network-node-layer-3"}}}}}}]}}}}]
     assert spec["trainer"] == {
         "numNodes": 2, "numProcPerNode": 8, "image": IMAGE,
         "command": ["torchrun", "--no-python", "python", "train.py", "--steps=10"],
@@ -323,7 +325,7 @@ def test_runtime_is_the_trainer_node_with_a_whole_gang_restart():
 
 def test_a_job_with_its_own_mount_path_gets_its_own_runtime():
     tuned = manifest("tuned-torch")
-    # The mount is the runtime's: our patch carries pod labels only, never a pod spec.
+    # The mount is the runtime's: our patch carries pod metadata only (labels, a topology request), never a pod spec.
     (patch,) = tuned["spec"]["runtimePatches"]
     (node,) = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
     assert list(node["template"]["spec"]["template"]) == ["metadata"]
@@ -361,7 +363,8 @@ def test_worker_pod_placement_security_volumes_and_scale_down_protection(name):
     assert pod["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
     templates = pod_templates(m)
     template = templates.get("Worker") or templates["Node"]
-    assert template["metadata"]["annotations"] == {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
+    # Next to the job's Kueue topology request, if any (tests/test_placement_render.py).
+    assert template["metadata"]["annotations"]["cluster-autoscaler.kubernetes.io/safe-to-evict"] == "false"
     container = worker_container(m)
     assert container["securityContext"] == {"capabilities": {"add": ["IPC_LOCK"]}}
     volumes = {v["name"]: v for v in pod["volumes"]}

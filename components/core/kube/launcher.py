@@ -4,7 +4,8 @@ Plain dicts in, plain dicts out, no Pulumi: components/kubernetes/training_job.p
 registers them. Workers are the whole-node pods of components.core.kube.workers;
 every job is queued in Kueue (components.core.kube.queueing) with its run
 deadline, and `launcher: torchrun` jobs are Kubeflow Trainer v2 TrainJobs
-(components.core.kube.trainer).
+(components.core.kube.trainer). A job's GPU workers, and only they, carry its
+placement as Kueue's pod-set topology annotation (workers.worker_annotations).
 
 Images: the launchers need what the image provides, not what the
 cluster does. An MPIJob v2 image needs an OpenSSH server, root (the
@@ -31,6 +32,7 @@ from components.core.config import (
 from components.core.hardware import nccl
 from components.core.kube import network_policy, parameter_server, queueing, trainer, workers
 from components.core.kube.nodepool import SYSTEM_NODE_LABEL
+from components.core.placement.topology import Placement, fabric_test_placement, job_placement
 from components.core.planning import teardown
 
 MPIJOB_API_VERSION = "kubeflow.org/v2beta1"
@@ -130,7 +132,10 @@ def mpijob_manifest(name: str, ctx: JobContext, pool: GpuPoolConfig, nodes: int,
                     command: list[str], worker: dict[str, Any], claim_name: str | None, policy: RunPolicyConfig,
                     priority: str, deadline: int | None, grace_seconds: int | None = None,
                     metrics_port: int | None = None,
-                    launcher_env: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+                    launcher_env: list[dict[str, Any]] | None = None,
+                    placement: Placement | None = None) -> dict[str, Any]:
+    """`placement`: the workers' Kueue topology request (workers.worker_annotations); the launcher asks for none:
+    it runs on the system flavor, which has no topology, and a pod set asking for one there gets no flavor."""
     pod_labels = workers.labels(name, pool)
     return {
         "apiVersion": MPIJOB_API_VERSION,
@@ -147,6 +152,10 @@ def mpijob_manifest(name: str, ctx: JobContext, pool: GpuPoolConfig, nodes: int,
             "launcherCreationPolicy": "WaitForWorkersReady",
             "runPolicy": run_policy(policy, deadline),
             "mpiReplicaSpecs": {
+                # No topology annotation: Kueue v0.19.2 skips a flavor without spec.topologyName for a pod set
+                # asking for one ("Flavor %q does not support TopologyAwareScheduling",
+                # pkg/scheduler/flavorassigner/tas_flavorassigner.go checkPodSetAndFlavorMatchForTAS), so a
+                # launcher asking for one would find no flavor and the job would never be admitted.
                 "Launcher": {
                     "replicas": 1,
                     "restartPolicy": "OnFailure",
@@ -161,7 +170,7 @@ def mpijob_manifest(name: str, ctx: JobContext, pool: GpuPoolConfig, nodes: int,
                     "replicas": nodes,
                     # No command: the MPI Operator runs sshd in workers that set none.
                     "template": {"metadata": {"labels": workers.worker_labels(name, pool, metrics_port),
-                                              "annotations": dict(workers.POD_ANNOTATIONS)},
+                                              "annotations": workers.worker_annotations(placement, pool)},
                                  "spec": workers.worker_pod_spec(pool, worker, claim_name, grace_seconds)},
                 },
             },
@@ -186,7 +195,8 @@ def mpijob(job: JobConfig, pool: GpuPoolConfig, ctx: JobContext,
     manifest = mpijob_manifest(job.name, ctx, pool, job.nodes, gpus, job.image, command, worker, ctx.claim_name,
                                job.run_policy, job.priority_class,
                                teardown.deadline_seconds(job, pool, ctx.prices),
-                               job.termination_grace_period_seconds, job.metrics_port, launcher_env)
+                               job.termination_grace_period_seconds, job.metrics_port, launcher_env,
+                               job_placement(job, pool))
     if job.scripts:
         for replica in manifest["spec"]["mpiReplicaSpecs"].values():
             pod = replica["template"]["spec"]
@@ -206,9 +216,11 @@ def job_manifest(job: JobConfig, pool: GpuPoolConfig, ctx: JobContext,
     if job.launcher == "ps":
         ps_pool = next(p for p in ctx.cpu_pools if p.name == job.ps_pool)
         return parameter_server.jobset(job, pool, ps_pool, ctx.namespace, ctx.claim_name, ctx.storage,
-                                       teardown.deadline_seconds(job, pool, ctx.prices, ps_pool), secret)
+                                       teardown.deadline_seconds(job, pool, ctx.prices, ps_pool), secret,
+                                       job_placement(job, pool))
     return trainer.trainjob(job, pool, ctx.namespace, workers.job_env(job, pool, ctx.storage),
-                            teardown.deadline_seconds(job, pool, ctx.prices), ctx.claim_name, secret)
+                            teardown.deadline_seconds(job, pool, ctx.prices), ctx.claim_name, secret,
+                            job_placement(job, pool))
 
 
 def nccl_test_name(pool: GpuPoolConfig) -> str:
@@ -217,11 +229,12 @@ def nccl_test_name(pool: GpuPoolConfig) -> str:
 
 def nccl_test_mpijob(pool: GpuPoolConfig, namespace: str, nodes: int = FABRIC_TEST_NODES,
                      image: str = FABRIC_TEST_IMAGE, image_cache: str | None = None) -> dict[str, Any]:
-    """all_reduce_perf over `nodes` whole nodes of the pool: every GPU, every EFA device, queued first."""
+    """all_reduce_perf over `nodes` whole nodes of the pool: every GPU, every EFA device, queued first, preferably
+    within one network domain (placement.topology.fabric_test_placement)."""
     image = images.through_cache(image, image_cache)
     gpus = pool.instance.gpu_count
     worker = workers.worker_container("worker", image, pool, gpus, None)
     command = mpirun_command(nodes, gpus, nccl.preset_env(pool.instance_type, pool.efa_enabled), ALL_REDUCE_PERF)
     return mpijob_manifest(nccl_test_name(pool), JobContext(namespace, None), pool, nodes, gpus, image, command,
                            worker, None, RunPolicyConfig(), queueing.FABRIC_TEST_PRIORITY,
-                           FABRIC_TEST_DEADLINE_SECONDS)
+                           FABRIC_TEST_DEADLINE_SECONDS, placement=fabric_test_placement(pool))

@@ -23,7 +23,9 @@ see a lost worker or ps (the tutorial's setting).
 
 The chief runs on the system nodes (it dispatches, it does not compute),
 each parameter server on a whole node of `psPool` (tolerating the CPU
-pools' taint), each worker on a whole GPU node of `pool`. A failed pod fails its Job, and the JobSet restarts
+pools' taint), each worker on a whole GPU node of `pool`, its Job's pod template carrying the job's Kueue
+topology request (the JobSet's pod sets are its replicated jobs' pod templates: Kueue v0.19.2
+pkg/controller/jobs/jobset/jobset_controller.go PodSets). A failed pod fails its Job, and the JobSet restarts
 the whole gang (Recreate) up to `maxRestarts` times.
 """
 
@@ -35,6 +37,7 @@ from typing import Any
 from components.core.config import CpuPoolConfig, GpuPoolConfig, JobConfig, StorageConfig
 from components.core.kube import network_policy, nodepool, queueing, workers
 from components.core.kube.nodepool import SYSTEM_NODE_LABEL
+from components.core.placement.topology import Placement
 
 API_VERSION = "jobset.x-k8s.io/v1alpha2"
 KIND = "JobSet"
@@ -69,11 +72,11 @@ def _env(job: JobConfig, namespace: str, role: str, base: dict[str, str],
 
 
 def _replicated_job(role: str, count: int, pod_spec: dict[str, Any], labels: dict[str, str],
-                    deadline: int | None, after: tuple[str, ...] = ()) -> dict[str, Any]:
+                    deadline: int | None, after: tuple[str, ...] = (),
+                    annotations: dict[str, str] = workers.POD_ANNOTATIONS) -> dict[str, Any]:
     spec: dict[str, Any] = {"parallelism": count, "completions": count, "completionMode": "Indexed",
                             "backoffLimit": 0,
-                            "template": {"metadata": {"labels": labels,
-                                                      "annotations": dict(workers.POD_ANNOTATIONS)},
+                            "template": {"metadata": {"labels": labels, "annotations": dict(annotations)},
                                          "spec": {**pod_spec, "restartPolicy": "Never"}}}
     if deadline is not None:
         spec["activeDeadlineSeconds"] = deadline
@@ -88,7 +91,11 @@ def _replicated_job(role: str, count: int, pod_spec: dict[str, Any], labels: dic
 
 
 def jobset(job: JobConfig, pool: GpuPoolConfig, ps_pool: CpuPoolConfig, namespace: str, claim_name: str | None,
-           storage: StorageConfig | None, deadline: int | None, secret: frozenset[str] = frozenset()) -> dict[str, Any]:
+           storage: StorageConfig | None, deadline: int | None, secret: frozenset[str] = frozenset(),
+           placement: Placement | None = None) -> dict[str, Any]:
+    """`placement`: the GPU workers' Kueue topology request (workers.worker_annotations); the chief and the
+    parameter servers ask for none: their flavors (system, CPU pool) have no topology, and a pod set asking for
+    one there gets no flavor."""
     env = workers.job_env(job, pool, storage)
     mount = job.mount_path if claim_name else None
     grace = job.termination_grace_period_seconds
@@ -143,7 +150,8 @@ def jobset(job: JobConfig, pool: GpuPoolConfig, ps_pool: CpuPoolConfig, namespac
             # dependsOn may name only a replicated job listed earlier (JobSet v0.12.0 API): ps first.
             "replicatedJobs": [
                 _replicated_job("ps", job.ps_replicas, ps, by_role["ps"], deadline),
-                _replicated_job("worker", job.nodes, worker, by_role["worker"], deadline),
+                _replicated_job("worker", job.nodes, worker, by_role["worker"], deadline,
+                                annotations=workers.worker_annotations(placement, pool)),
                 _replicated_job("chief", 1, chief, by_role["chief"], deadline, after=("ps", "worker")),
             ],
         },

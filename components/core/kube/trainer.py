@@ -14,7 +14,8 @@ tests/upstream/crds/trainer.kubeflow.org_*.yaml):
   PET_MASTER_ADDR and PET_MASTER_PORT (plugins/torch/torch.go), which
   torchrun reads: the command runs under torchrun.
 - Pod annotations reach pods only from the runtime's pod template
-  (TrainJob labels do not propagate): safe-to-evict is set there.
+  (TrainJob labels do not propagate): safe-to-evict is set there, and a
+  job's Kueue topology request in our runtime patch of it (pod_label_patch).
 - runtimeRef, trainer and activeDeadlineSeconds are immutable: a changed
   job is replaced (components/kubernetes/training_job.py).
 - No runtimePatches and no suspend of ours: Kueue's webhook sets suspend and
@@ -33,6 +34,7 @@ from components.core.config import GpuPoolConfig, JobConfig
 from components.core.hardware import nccl
 from components.core.kube import hardening, queueing, workers
 from components.core.kube.nodepool import SYSTEM_NODE_LABEL
+from components.core.placement.topology import Placement
 
 API_GROUP = "trainer.kubeflow.org"
 TRAINJOB_API_VERSION = f"{API_GROUP}/v1alpha1"
@@ -171,17 +173,32 @@ def torchrun_command(command: tuple[str, ...] | list[str]) -> list[str]:
     return ["torchrun", "--no-python", *command]
 
 
-def pod_label_patch(labels: dict[str, str]) -> dict[str, Any]:
-    """Our entry of a TrainJob's runtimePatches: the labels of its node pods.
+def pod_label_patch(labels: dict[str, str], annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    """Our entry of a TrainJob's runtimePatches: the labels of its node pods, and their Kueue topology annotation.
 
     Trainer does not copy a TrainJob's labels to its pods (the JobSet plugin
     sets only its own, pkg/runtime/framework/plugins/jobset at v2.3.0), so
     the job label `logs` and `cancel` select by comes through the patch of
     the runtime's pod template (TrainJob spec.runtimePatches, keyed by
-    manager; Kueue keeps its own entry, "kueue.x-k8s.io/manager").
+    manager; Kueue keeps its own entry, "kueue.x-k8s.io/manager"). A pod
+    template patch may carry labels and annotations (trainjob_types.go
+    PodTemplatePatch: "Only labels and annotations are allowed").
+
+    The topology annotation must be there, on the JobSet's pod template: Kueue
+    v0.19.2 builds a TrainJob's pod sets from the JobSet Trainer would create
+    (pkg/controller/jobs/trainjob/trainjob_controller.go podSets ->
+    getChildJobSet, with Trainer v2.2.1's runtime code, which merges each
+    replicated job's patch into the runtime's template: trainingruntime.go
+    mergeRuntimePatches), and reads the request from that pod template's
+    annotations (pkg/controller/jobs/jobset/jobset_controller.go PodSets ->
+    jobframework.NewPodSetTopologyRequest). A TrainJob's own annotations
+    reach neither.
     """
+    metadata: dict[str, Any] = {"labels": dict(labels)}
+    if annotations:
+        metadata["annotations"] = dict(annotations)
     return {"manager": PATCH_MANAGER, "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [
-        {"name": NODE, "template": {"spec": {"template": {"metadata": {"labels": dict(labels)}}}}}]}}}}
+        {"name": NODE, "template": {"spec": {"template": {"metadata": metadata}}}}]}}}}
 
 
 # pulumi-kubernetes deletes in the foreground unless this annotation says otherwise (pulumi/pulumi-kubernetes
@@ -194,8 +211,9 @@ DELETE_IN_BACKGROUND = {"pulumi.com/deletionPropagationPolicy": "background"}
 
 def trainjob(job: JobConfig, pool: GpuPoolConfig, namespace: str, env: dict[str, str],
              deadline_seconds: int | None, claim_name: str | None,
-             secret: frozenset[str] = frozenset()) -> dict[str, Any]:
-    """TrainJob against the pool's runtime; the job's env on top of the runtime's preset.
+             secret: frozenset[str] = frozenset(), placement: Placement | None = None) -> dict[str, Any]:
+    """TrainJob against the pool's runtime; the job's env on top of the runtime's preset; `placement` in its
+    node pods' patch (pod_label_patch).
 
     Trainer upserts trainer.env over the runtime's variables, so a preset
     variable the job sets to "" is set empty here, not removed.
@@ -225,7 +243,10 @@ def trainjob(job: JobConfig, pool: GpuPoolConfig, namespace: str, env: dict[str,
     }
     if deadline_seconds is not None:
         spec["activeDeadlineSeconds"] = deadline_seconds
-    patch = pod_label_patch(workers.worker_labels(job.name, pool, job.metrics_port))
+    # The runtime's pod template keeps safe-to-evict (every job of the pool shares it); the patch adds the
+    # job's own topology request.
+    patch = pod_label_patch(workers.worker_labels(job.name, pool, job.metrics_port),
+                            workers.topology_annotations(placement, pool))
     if job.scripts:
         # The job's scripts: a volume and a mount patched into the runtime's pod (both fields a patch may set).
         pod = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]

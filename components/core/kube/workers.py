@@ -17,6 +17,8 @@
   provider needs to pin memory (awsome-distributed-training EKS examples).
 - `cluster-autoscaler.kubernetes.io/safe-to-evict: "false"`: scale-down never
   drains a node under a running worker (cluster-autoscaler FAQ.md; utils/drain).
+- Kueue's pod-set topology annotation on the workers' template only
+  (worker_annotations): the job's placement (components.core.placement).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from components.core.config import CpuPoolConfig, GpuPoolConfig, JobConfig, Stor
 from components.core.config.jobs import SCRIPTS_DIR
 from components.core.hardware import catalog, frameworks, nccl
 from components.core.kube import nodepool
+from components.core.placement import topology
 from components.core.storage.fsx import directory
 
 NODE_SHARE = 0.8
@@ -44,6 +47,28 @@ SCRIPTS_ENV = "GPUCLUSTER_SCRIPTS_DIR"
 JOB_ENV = "GPUCLUSTER_JOB"
 SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 POD_ANNOTATIONS = {SAFE_TO_EVICT: "false"}
+# Kueue v0.19.2 gives a pod set that asks for no topology none of a ClusterQueue's topology flavors unless every
+# flavor of the queue has one (pkg/scheduler/flavorassigner/tas_flavorassigner.go checkPodSetAndFlavorMatchForTAS:
+# "Flavor %q supports only TopologyAwareScheduling"; isTASImplied needs cq.IsTASOnly()), and our queues hold the
+# system flavor too. So workers on a pool with a topology that ask for no placement ask for it unconstrained
+# (apis/kueue/v1beta2/topology_types.go PodSetUnconstrainedTopologyAnnotation, a boolean: admitted wherever
+# there is room); without it they would never be admitted.
+UNCONSTRAINED_TOPOLOGY = "kueue.x-k8s.io/podset-unconstrained-topology"
+
+
+def topology_annotations(placement: topology.Placement | None, pool: GpuPoolConfig) -> dict[str, str]:
+    """The Kueue pod-set annotation of a job's GPU workers: its placement's; unconstrained when it has none on a
+    pool with a topology; nothing on a pool without one (no TAS flavor: the job renders as it always did)."""
+    if placement is not None:
+        return placement.annotation
+    return {UNCONSTRAINED_TOPOLOGY: "true"} if topology.pool_layers(pool) else {}
+
+
+def worker_annotations(placement: topology.Placement | None, pool: GpuPoolConfig) -> dict[str, str]:
+    """A GPU worker pod template's annotations. Never a launcher's, chief's or parameter server's: they run on
+    flavors without a topology, where a pod set asking for one gets no flavor (checkPodSetAndFlavorMatchForTAS:
+    "Flavor %q does not support TopologyAwareScheduling"), so the job would never be admitted."""
+    return {**POD_ANNOTATIONS, **topology_annotations(placement, pool)}
 
 
 def gpus_per_node(job: JobConfig, pool: GpuPoolConfig) -> int:
