@@ -14,6 +14,7 @@ from typing import Any
 from bootstrap import stackfile
 from bootstrap.offline import mocks
 from components.core import config, node_updates
+from components.core.placement import plan as placement
 from policy.rules import check_recording
 
 SECRET = "[secret]"
@@ -256,6 +257,7 @@ def build_report(cfg: config.StackConfig, recording: mocks.Recording, standins: 
         "timeToReady": time_to_ready(cfg, recording),
         "jobs": (jobs := job_rows(cfg)),
         "startsNow": starts_now(cfg, jobs),
+        "placement": integral(placement.plan(cfg, reserved_nodes(recording)).to_dict()),
         "cost": {"minPerHour": estimate.get("min"), "maxPerHour": estimate.get("max"),
                  "minPerMonth": estimate.get("minPerMonth"), "maxPerMonth": estimate.get("maxPerMonth"),
                  "pausedPerHour": estimate.get("paused"), "lines": estimate.get("lines", []),

@@ -8,6 +8,7 @@ from typing import Any
 from bootstrap.offline import mocks
 from bootstrap.offline.plan_report import integral
 from components.core.node_updates import ROLL_NOTE
+from components.core.placement import plan as placement
 from components.core.planning import ps_sizing, startup
 
 # EC2 User Guide, "Spot Instance interruption notices"; README, Spot.
@@ -172,6 +173,7 @@ def render(report: dict[str, Any], tree: list[str]) -> str:
         out.append(f"  `pulumi up` starts at once: {started}: ${now['perHour']:,.2f}/h while they run")
     else:
         out.append("  `pulumi up` starts no job: nothing bills for GPUs until one is submitted")
+    out += placement.render(report.get("placement"))
     out += _monitoring(report.get("monitoring"))
     c = report["cost"]
     out += ["", "Estimated on-demand cost (USD/hour)"]

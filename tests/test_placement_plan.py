@@ -1,0 +1,257 @@
+"""The plan's "Placement and admission" section: each job's and fabric test's placement, whether it can be met,
+how it is admitted, what a partial scale-up costs, and the warnings (components.core.placement.plan)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from bootstrap.offline import plan_report, plan_text
+from components.core.kube import queueing
+from components.core.placement import plan as placement
+from tests.conftest import ROOT, plan, recording, stack_config
+
+P5 = 55.04  # p5.48xlarge, the catalog's us-east-1 list price per node-hour
+HEADER = ("Placement and admission (Kueue topology-aware scheduling over the EKS network-node labels; atomic "
+          "admission: a ProvisioningRequest for all of a job's nodes; README, How jobs run)")
+LAYER3 = "preferred within one layer-3 network domain (topology.k8s.aws/network-node-layer-3): as close as Kueue can, " \
+         "spread only when it must"
+PARTIAL_NOTE = ("  A partial scale-up: EC2 launches k < N of a job's nodes; the k bill until Kueue evicts the job 40m "
+                "after admission without all of its pods ready (waitForPodsReady) and requeues it, 6 attempts in all, "
+                "then deactivates it; worst case per attempt: N-1 nodes x the pool's price x 40m")
+ATOMIC_NOTE = ("  Atomic admission on AWS: cluster-autoscaler asks for all N nodes at once and never starts a scale-up "
+               "the node group cannot hold (maxNodes), so a job it cannot plan waits with no node; it cannot make "
+               "EC2's launch atomic (AtomicIncreaseSize is not implemented for AWS), so a shortfall of EC2 capacity is "
+               "still released only by the pods-ready timeout. On a Capacity Block or ODCR whose free instances cover "
+               "N the launch is all or nothing in practice: the capacity is held for you")
+BLOCK = {"name": "block", "instanceType": "p5.48xlarge", "maxNodes": 4, "capacityType": "CAPACITY_BLOCK",
+         "capacityReservationId": "cr-0123456789abcdef0"}
+
+
+def job(name: str, pool: str, nodes: int, **more) -> dict:
+    return {"name": name, "pool": pool, "nodes": nodes, "launcher": "torchrun", "image": "repo/train:1.0",
+            "command": ["python", "train.py"], **more}
+
+
+def placement_plan(pools: list, jobs: list, reserved: dict[str, int] | None = None) -> placement.PlacementPlan:
+    cfg = stack_config("prod", {"gpucluster:gpuPools": pools, "gpucluster:jobs": jobs, "gpucluster:teams": []})
+    return placement.plan(cfg, reserved)
+
+
+def section(out: str) -> list[str]:
+    return out.split(f"\n{HEADER}\n", 1)[1].split("\n\n", 1)[0].splitlines()
+
+
+# -- the values it rests on -------------------------------------------------------------------------
+
+
+def test_a_partial_scale_up_lasts_the_pods_ready_timeout_over_one_attempt_and_each_requeue():
+    # Kueue v0.19.2 workload_controller.go triggerDeactivation: deactivated once requeueState.count + 1 >
+    # backoffLimitCount, the count one more per eviction: admitted with counts 0..5, deactivated at the sixth timeout.
+    assert (queueing.PODS_READY_TIMEOUT, queueing.REQUEUE_LIMIT) == ("40m", 5)
+    assert placement.ATTEMPTS == 6
+    assert placement.timeout_minutes() == 40
+    assert (placement.timeout_minutes("1h30m"), placement.timeout_minutes("90s")) == (90, 1.5)
+    with pytest.raises(ValueError, match="not a duration"):
+        placement.timeout_minutes("40 minutes")
+
+
+# -- the computation ------------------------------------------------------------------------------------
+
+
+def test_prods_rows():
+    rows = {r.name: r for r in placement.plan(stack_config("prod")).jobs}
+    assert list(rows) == ["nccl-tests-h100", "llama-70b", "gpt-pretrain"]
+    llama = rows["llama-70b"]
+    assert (llama.policy, llama.layer, llama.none_because, llama.capacity, llama.can_be_met) == \
+        ("preferred", 3, None, 16, True)
+    assert (llama.placement_group, llama.atomic, llama.reservation) == (True, True, None)
+    assert llama.partial == placement.PartialScaleUp(15, P5, 40, False)
+    assert (llama.partial.per_attempt_usd, llama.partial.all_attempts_usd) == (550.4, 3302.4)
+    assert llama.partial.per_attempt_usd == round(15 * P5 * 40 / 60, 2)
+    fabric = rows["nccl-tests-h100"]
+    assert (fabric.fabric_test, fabric.nodes, fabric.policy, fabric.layer) == (True, 2, "preferred", 3)
+    # One node for 40 minutes, six times: 36.69 a time, 220.16 in all (not 6 x the rounded 36.69).
+    assert (fabric.partial.per_attempt_usd, fabric.partial.all_attempts_usd) == (36.69, 220.16)
+    assert placement.plan(stack_config("prod")).warnings == ()
+
+
+def test_a_single_node_has_no_placement_and_no_partial_case():
+    (smoke,) = placement.plan(stack_config("dev")).jobs
+    assert (smoke.name, smoke.nodes, smoke.policy, smoke.layer, smoke.none_because) == \
+        ("smoke", 1, "none", None, "a single node")
+    assert (smoke.partial, smoke.atomic, smoke.capacity, smoke.can_be_met) == (None, True, 2, True)
+
+
+@pytest.mark.parametrize(("pool", "placement_cfg", "because"), [
+    ({"name": "p", "instanceType": "p4d.24xlarge", "maxNodes": 4, "topology": "off"}, None,
+     "its pool's topology is off"),
+    ({"name": "p", "instanceType": "g5.48xlarge", "maxNodes": 4}, None, "EKS labels no network layers on g5.48xlarge"),
+    ({"name": "p", "instanceType": "p4d.24xlarge", "maxNodes": 4}, {"policy": "none"}, "policy none"),
+])
+def test_why_a_multi_node_job_has_no_placement(pool, placement_cfg, because):
+    extra = {"placement": placement_cfg} if placement_cfg else {}
+    (row,) = placement_plan([pool], [job("j", "p", 2, **extra)]).jobs
+    assert (row.policy, row.layer, row.none_because) == ("none", None, because)
+
+
+def test_a_spot_pool_that_may_launch_dearer_types_costs_its_dearest():
+    from components.core.hardware import catalog
+
+    pool = {"name": "spot", "instanceType": "p4d.24xlarge", "maxNodes": 4, "capacityType": "SPOT",
+            "extraInstanceTypes": ["p4de.24xlarge"]}
+    (row,) = placement_plan([pool], [job("j", "spot", 3)]).jobs
+    assert catalog.price("p4de.24xlarge") > catalog.price("p4d.24xlarge")
+    assert row.partial == placement.PartialScaleUp(2, catalog.price("p4de.24xlarge"), 40, False)
+
+
+def test_a_capacity_block_caps_what_can_be_met_and_holds_what_a_partial_scale_up_takes():
+    jobs = [job("big", "block", 4), job("fits", "block", 2)]
+    rows = {r.name: r for r in placement_plan([BLOCK], jobs, {"block": 2}).jobs}
+    assert rows["big"].reservation == placement.Reservation("Capacity Block", "cr-0123456789abcdef0", 2, False)
+    assert (rows["big"].capacity, rows["big"].can_be_met) == (2, False)
+    # At most the block's 2 instances launch; they bill whether used or not.
+    assert rows["big"].partial == placement.PartialScaleUp(2, P5, 40, True)
+    assert (rows["fits"].capacity, rows["fits"].can_be_met) == (2, True)
+    # Not looked up (an ODCR never is): assumed maxNodes, as the cost estimate does.
+    (unknown,) = placement_plan([BLOCK], [job("big", "block", 4)]).jobs
+    assert (unknown.reservation.instances, unknown.reservation.assumed, unknown.can_be_met) == (4, True, True)
+
+
+# -- warnings ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("pools", "jobs", "expected"), [
+    ([BLOCK], [job("big", "block", 4)],
+     [("error", "job big: 4 nodes, more than the 2 instances pool block's Capacity Block cr-0123456789abcdef0 holds "
+                "(the pool launches only into it): it can never be placed; lower its nodes or reserve more")]),
+    ([BLOCK], [job("wide", "block", 3, placement={"policy": "required"})],
+     [("error", "job wide: required within one layer-3 network domain, but its 3 nodes are more than the 2 instances "
+                "pool block's Capacity Block cr-0123456789abcdef0 holds (the pool launches only into it): no domain "
+                "can ever hold them; lower its nodes or reserve more")]),
+    ([{**BLOCK, "fabricTest": True}], [job("fits", "block", 2, placement={"policy": "required"})], []),
+    ([{"name": "slow", "instanceType": "p5.48xlarge", "maxNodes": 16, "atomicScaleUp": False, "topology": "off"}],
+     [job("j", "slow", 16), job("one", "slow", 1)],
+     [("warning", "job j (16 nodes) on pool slow, whose atomicScaleUp is false: nodes arrive one by one; a partial "
+                  "scale-up bills up to $550.40 per attempt (15 x p5.48xlarge x 40 min), $3,302.40 over 6 attempts")]),
+    ([{"name": "slow", "instanceType": "p5.48xlarge", "maxNodes": 4, "atomicScaleUp": False, "topology": "off",
+       "fabricTest": True,
+       "capacityReservationId": "cr-0123456789abcdef1"}], [],
+     [("warning", "the fabric test nccl-tests-slow (2 nodes) on pool slow, whose atomicScaleUp is false: nodes "
+                  "arrive one by one; a partial scale-up holds up to 1 reserved node for 40 min per attempt ($36.69 "
+                  "at the on-demand rate; the reservation bills whether used or not: nothing extra)")]),
+])
+def test_warnings(pools, jobs, expected):
+    assert list(placement_plan(pools, jobs, {"block": 2}).warnings) == expected
+
+
+# -- the report and its text -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def prod_report():
+    result = plan("--stack", "prod", "--json")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_the_prod_report_json(prod_report):
+    p = prod_report["placement"]
+    assert (p["podsReadyTimeout"], p["podsReadyTimeoutMinutes"], p["attempts"], p["warnings"]) == ("40m", 40, 6, [])
+    assert [j["name"] for j in p["jobs"]] == [j["name"] for j in prod_report["jobs"]]
+    assert p["jobs"][1] == {
+        "name": "llama-70b", "fabricTest": False, "pool": "h100", "instanceType": "p5.48xlarge", "nodes": 16,
+        "placement": {"policy": "preferred", "layer": 3, "label": "topology.k8s.aws/network-node-layer-3",
+                      "noneBecause": None},
+        "maxNodes": 16, "capacityNodes": 16, "canBeMet": True, "reservation": None, "placementGroup": True,
+        "admission": "atomic",
+        "partialScaleUp": {"nodes": 15, "pricePerNodeHour": P5, "minutes": 40, "attempts": 6, "perAttemptUsd": 550.4,
+                           "allAttemptsUsd": 3302.4, "withinReservation": False}}
+
+
+def test_the_prod_text():
+    assert section(plan("--stack", "prod").stdout) == [
+        f"  nccl-tests-h100 (fabric test): 2 nodes on h100, {LAYER3}; can be met at maxNodes (2 of 16); admitted "
+        "atomically (one ProvisioningRequest for its 2 nodes); a partial scale-up bills up to $36.69 per attempt "
+        "(1 x p5.48xlarge x 40 min), $220.16 over 6 attempts",
+        f"  llama-70b: 16 nodes on h100, {LAYER3}; can be met at maxNodes (16 of 16); admitted atomically (one "
+        "ProvisioningRequest for its 16 nodes); a partial scale-up bills up to $550.40 per attempt (15 x p5.48xlarge "
+        "x 40 min), $3,302.40 over 6 attempts",
+        f"  gpt-pretrain: 2 nodes on h100, {LAYER3}; can be met at maxNodes (2 of 16); admitted atomically (one "
+        "ProvisioningRequest for its 2 nodes); a partial scale-up bills up to $36.69 per attempt (1 x p5.48xlarge x "
+        "40 min), $220.16 over 6 attempts",
+        PARTIAL_NOTE,
+        ATOMIC_NOTE,
+    ]
+
+
+def test_the_dev_text_and_json():
+    assert section(plan("--stack", "dev").stdout) == [
+        "  smoke: 1 node on dev, placement none (a single node); can be met at maxNodes (1 of 2); admitted atomically; "
+        "no partial scale-up (a single node)"]
+    (smoke,) = json.loads(plan("--stack", "dev", "--json").stdout)["placement"]["jobs"]
+    assert (smoke["placement"], smoke["admission"], smoke["partialScaleUp"]) == (
+        {"policy": "none", "layer": None, "label": None, "noneBecause": "a single node"}, "atomic", None)
+
+
+def test_a_required_job_says_what_can_be_met_means():
+    jobs = [job("llama", "h100", 16, placement={"policy": "required", "layer": 2})]
+    pools = [{"name": "h100", "instanceType": "p5.48xlarge", "minNodes": 16, "maxNodes": 16, "atomicScaleUp": False},
+             {"name": "nopg", "instanceType": "p5.48xlarge", "maxNodes": 16, "placementGroup": "none"}]
+    text = placement.render(placement_plan(pools, [*jobs, job("b", "nopg", 2, placement={"policy": "required"})])
+                            .to_dict())
+    assert text[2] == (
+        "  llama: 16 nodes on h100, required within one layer-2 network domain (topology.k8s.aws/network-node-layer-2): "
+        "it waits until one domain has all 16; can be met at maxNodes (16 of 16) if EC2 places them so: EC2 does not "
+        "promise how many nodes share one layer-2 network node; the pool's cluster placement group packs its nodes "
+        "close; admitted on quota (nodes arrive one by one); a partial scale-up bills up to $550.40 per attempt (15 x "
+        "p5.48xlarge x 40 min), $3,302.40 over 6 attempts")
+    assert "layer-3 network node; the pool has no cluster placement group; admitted atomically" in text[3]
+    block = placement.render(placement_plan([BLOCK], [job("b", "block", 2, placement={"policy": "required"})],
+                                            {"block": 2}).to_dict())
+    assert ("can be met in its Capacity Block (2 of 2 instances) if EC2 places them so: EC2 does not promise how many "
+            "nodes share one layer-3 network node; the Capacity Block fixes where its instances are (no placement "
+            "group of ours)") in block[2]
+
+
+def test_the_section_is_all_the_text_it_adds():
+    rec = recording("prod")
+    report = plan_report.build_report(stack_config("prod"), rec, [])
+    tree = plan_text.resource_tree(rec)
+    full = plan_text.render(report, tree)
+    start, end = full.index(f"\n\n{HEADER}\n"), full.index("\n\nMonitoring (")
+    assert full[:start] + full[end:] == plan_text.render({k: v for k, v in report.items() if k != "placement"}, tree)
+    # After the jobs it speaks of.
+    assert full.index("\nJobs (queued in Kueue") < start
+
+
+def test_a_capacity_block_job_larger_than_the_block_through_the_cli(tmp_path):
+    path = tmp_path / "Pulumi.block.yaml"
+    document = yaml.safe_load((ROOT / "Pulumi.prod.yaml").read_text())
+    document["config"].update({
+        "gpucluster:adminPrincipalArns": ["arn:aws:iam::210987654321:role/Admin"],
+        "gpucluster:publicAccessCidrs": ["52.94.76.10/32"],
+        "gpucluster:gpuPools": [BLOCK],
+        "gpucluster:jobs": [job("big", "block", 4), job("pair", "block", 2)],
+        "gpucluster:teams": [],
+    })
+    path.write_text(yaml.safe_dump(document))
+    report = json.loads(plan("--stack", "block", "--stack-file", str(path), "--json").stdout)
+    # The mocks' Capacity Block holds 2 instances (bootstrap/offline/mocks.py), as the cost line says.
+    big, pair = report["placement"]["jobs"]
+    assert big["reservation"] == {"kind": "Capacity Block", "id": "cr-0123456789abcdef0", "instances": 2,
+                                  "assumed": False}
+    assert (big["capacityNodes"], big["canBeMet"], pair["canBeMet"]) == (2, False, True)
+    error = ("job big: 4 nodes, more than the 2 instances pool block's Capacity Block cr-0123456789abcdef0 holds (the "
+             "pool launches only into it): it can never be placed; lower its nodes or reserve more")
+    assert report["placement"]["warnings"] == [{"level": "error", "message": error}]
+    lines = section(plan("--stack", "block", "--stack-file", str(path)).stdout)
+    assert lines[0] == (
+        f"  big: 4 nodes on block, {LAYER3}; can never be met: its Capacity Block holds 2 instances; admitted "
+        "atomically (one ProvisioningRequest for its 4 nodes); a partial scale-up holds up to 2 reserved nodes for "
+        "40 min per attempt ($73.39 at the on-demand rate; the reservation bills whether used or not: nothing extra)")
+    assert lines[1].startswith("  pair: 2 nodes on block, ") and \
+        "; can be met in its Capacity Block (2 of 2 instances); " in lines[1]
+    assert lines[-1] == f"  ERROR: {error}"
