@@ -101,6 +101,14 @@ EXPECTED = {
                        "e81f6c2d-4a9b-4e07-93d5-1c6b8a2f0d79, JobUID: 6c3a9e1f-0b7d-4258-a4e6-2d9f8c1b5e03) due to "
                        "reclamation within the cohort; preemptor path: /gpucluster/gpucluster-team-language; "
                        "preemptee path: /gpucluster/gpucluster-team-vision"),
+    # Placement (tests/test_doctor_placement.py has their variations):
+    "waiting-for-all-nodes": (["waiting-for-all-nodes"],
+                              "Provisioned=False reason CapacityIsNotFound: Capacity is not found, CA will try to find "
+                              "it later."),
+    "network-domain": (["network-domain"],
+                       'Warning SecondPassFailed: couldn\'t assign flavors to pod set node: topology '
+                       '"gpucluster-network-3" allows to fit only 3 out of 4 pod(s). Total nodes: 16; excluded: '
+                       'resource "cpu": 12'),
     "team-budget-reached": (["team-budget-reached"],
                             "month-to-date spend 151,872.40 USD of its monthlyBudgetUsd 150,000.00 (101 %), 2026-12 "
                             "(UTC)"),

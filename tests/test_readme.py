@@ -208,6 +208,8 @@ def test_the_doctor_causes_the_readme_lists_are_the_registry_s():
         "team-over-share": "a team's job over its guarantee waiting to borrow",
         "team-preempted": "a team's job preempted to give back lent GPUs",
         "team-budget-reached": "a team at its monthly budget",
+        "waiting-for-all-nodes": "a job waiting for all N nodes of its atomic scale-up",
+        "network-domain": "a job that cannot fit in one network domain",
     }
     assert sorted(words) == sorted(causes.CAUSES), "a new cause: name it in README's list and here"
     assert [w for w in words.values() if w not in listed] == []

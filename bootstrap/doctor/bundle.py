@@ -4,7 +4,8 @@
                                           "job": str | null, "cluster": str | null, ...notes,
                                           with --stack "pools" and "teams" (the namespace's team)}
     <dir>/objects/<Kind>.json            a JSON list of objects as the API server returns them
-                                          (kind and apiVersion set), for each kind in KINDS
+                                          (kind and apiVersion set), for each kind in KINDS, and
+                                          PLACEMENT_KINDS when a job waits on them
     <dir>/logs/<pod>/<container>.log     the last lines of a container's log
     <dir>/logs/<pod>/<container>.previous.log   ... of the container before its last restart
     <dir>/aws/scaling-activities.json    optional: Auto Scaling DescribeScalingActivities `Activities`
@@ -28,6 +29,8 @@ VERSION = 1
 KINDS = ("Pod", "Event", "Node", "MPIJob", "TrainJob", "JobSet", "Workload", "ClusterQueue")
 REQUIRED_KINDS = ("Pod", "Event", "Node")
 JOB_KINDS = ("MPIJob", "TrainJob", "JobSet")
+# Read only for a job that waits on atomic scale-up or its network placement (kueue/collect_placement.py).
+PLACEMENT_KINDS = ("ProvisioningRequest", "Topology")
 META = "bundle.json"
 ACTIVITIES = "aws/scaling-activities.json"
 PREVIOUS = ".previous"  # container names are DNS labels: no dot, so "<c>.previous.log" is unambiguous
@@ -210,15 +213,15 @@ def read_bundle(path: str | Path) -> Bundle:
             raise BundleError("objects/: missing (a partial bundle: collect it again)")
         if (objects_dir / "Secret.json").exists():
             raise BundleError("objects/Secret.json: bundles never hold Secrets; delete it before sharing the bundle")
-        unknown = sorted(p.name for p in objects_dir.glob("*.json") if p.stem not in KINDS)
+        unknown = sorted(p.name for p in objects_dir.glob("*.json") if p.stem not in KINDS + PLACEMENT_KINDS)
         if unknown:
-            raise BundleError(f"objects/{unknown[0]}: not a kind doctor reads ({', '.join(KINDS)})")
+            raise BundleError(f"objects/{unknown[0]}: not a kind doctor reads ({', '.join(KINDS + PLACEMENT_KINDS)})")
         bundle = Bundle(namespace=meta["namespace"], job=meta.get("job"), cluster=meta.get("cluster"),
                         collected_at=meta.get("collectedAt"), path=str(root),
                         notes=[str(n) for n in meta.get("notes") or []],
                         extra={k: v for k, v in meta.items()
                                if k not in ("version", "collectedAt", "namespace", "job", "cluster", "notes")})
-        for kind in KINDS:
+        for kind in KINDS + PLACEMENT_KINDS:
             if kind in REQUIRED_KINDS or (objects_dir / f"{kind}.json").exists():
                 bundle.objects[kind] = _read_objects(root, kind)
         if (root / ACTIVITIES).exists():
@@ -248,7 +251,7 @@ def write_bundle(bundle: Bundle, path: str | Path) -> Path:
         raise BundleError(f"{root}: exists and is not an empty directory; choose a new one")
     try:
         (root / "objects").mkdir(parents=True, exist_ok=True)
-        for kind in KINDS:
+        for kind in KINDS + PLACEMENT_KINDS:
             if kind in bundle.objects or kind in REQUIRED_KINDS:
                 items = bundle.objects.get(kind) or []
                 (root / "objects" / f"{kind}.json").write_text(json.dumps(items, indent=1, sort_keys=True) + "\n")

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from bootstrap.doctor import rules_logs, rules_nodes, rules_pods, rules_scaling
 from bootstrap.doctor.bundle import Bundle
 from bootstrap.doctor.findings import Finding
-from bootstrap.doctor.kueue import rules_queue, rules_teams, rules_unevaluated
+from bootstrap.doctor.kueue import rules_placement, rules_provisioning, rules_queue, rules_teams, rules_unevaluated
 
 Rule = Callable[[Bundle], list[Finding]]
 
@@ -33,8 +33,10 @@ RULES: tuple[Rule, ...] = (
     rules_pods.image_pull,
     rules_queue.queue_inactive,
     rules_teams.team_over_share,
-    rules_queue.waiting_for_quota,
+    rules_placement.network_domain,
+    rules_placement.unless_topology(rules_queue.waiting_for_quota),
     rules_unevaluated.set_aside,
+    rules_provisioning.waiting_for_all_nodes,
     rules_teams.team_budget_reached,
     rules_queue.pods_ready_timeout,
     rules_scaling.insufficient_capacity,
@@ -83,6 +85,14 @@ CAUSES: dict[str, tuple[str, str]] = {
     "waiting-for-quota": ("Workload QuotaReserved False, reason Pending: 'insufficient unused quota ...'; or, set aside "
                           "unevaluated, its pod sets' GPUs past its queue's unused quota",
                           "kueue v0.19.2 scheduler.go, flavorassigner.go, cluster_queue.go, resource_node.go"),
+    "network-domain": ("a Workload's QuotaReserved=False message, or its SecondPassFailed event, with 'topology "
+                       "\"<t>\" doesn't allow to fit any of <n> pod(s)' / 'allows to fit only <k> out of <n> pod(s)' / "
+                       "'no topology domains at level: <label>'", "kueue v0.19.2 tas_flavor_snapshot.go, "
+                       "flavorassigner.go, scheduler.go"),
+    "waiting-for-all-nodes": ("a Workload with the admission check gpucluster-atomic-scale-up Pending, Retry or "
+                              "Rejected (evicted, deactivated), or Ready with a delayed topology request Pending; "
+                              "its ProvisioningRequest's conditions", "kueue v0.19.2 admissionchecks/provisioning/"
+                              "controller.go, workload_controller.go; cluster-autoscaler 1.35.2 provisioningrequest/"),
     "team-budget-reached": ("the namespace's team's month-to-date spend at or over teams[].monthlyBudgetUsd "
                             "(bundle.json teams, read with --stack)", "gpucluster:teams; bootstrap/doctor/collect.py"),
     "pods-ready-timeout": ("Workload Evicted PodsReadyTimeout / deactivated after RequeuingLimitExceeded",

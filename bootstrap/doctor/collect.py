@@ -19,6 +19,7 @@ from typing import Any
 from bootstrap.cluster import kinds
 from bootstrap.cluster.api import Kube, KubeError
 from bootstrap.doctor.bundle import Bundle, name, pod_order
+from bootstrap.doctor.kueue import collect_placement
 
 DEFAULT_TAIL = 200
 MAX_LOG_PODS = 32  # launcher and rank 0 first (bundle.pod_order); the rest are noted, not read
@@ -190,6 +191,9 @@ def collect(kube: Kube, namespace: str, job: str | None = None, tail: int = DEFA
     objects: dict[str, list[dict[str, Any]] | None] = {
         **jobs, "Pod": pods, "Event": events, "Node": nodes, "Workload": workloads,
         "ClusterQueue": reader.list(kinds.CLUSTER_QUEUE, optional=True)}
+    placement, extra = collect_placement.read(reader, namespace, workloads or [], events, nodes)
+    objects.update(placement)
+    bundle.extra.update(extra)
     bundle.objects = {kind: _sanitize(items) for kind, items in objects.items() if items is not None}
     _logs(reader, bundle, pods, tail)
     if scaling_activities is not None:
