@@ -27,6 +27,7 @@ VERBS = {
     "cancel": ("bootstrap.verbs.jobs.cancel", "delete a job and its pods; says what checkpoint the next run finds"),
     "doctor": ("bootstrap.verbs.jobs.doctor", "why a job waits or failed: each cause with evidence and fix; bundles"),
     "validate": ("bootstrap.verbs.jobs.validate", "is the cluster fit to train: one node, then two (GPUs, EFA, FSx)"),
+    "fabric-test": ("bootstrap.verbs.jobs.fabric_test", "the fabric test in each network domain of a pool, and across"),
 }
 
 
