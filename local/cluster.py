@@ -2,7 +2,8 @@
 
 `up` builds what is missing, starts etcd, the API server, the controller
 manager, the scheduler and KWOK, registers the stack's node groups as
-KWOK nodes, and applies the stack. `apply` renders the stack with the
+KWOK nodes, starts the stand-in for cluster-autoscaler's ProvisioningRequest
+processing (local/autoscaler/provisioner.py), and applies the stack. `apply` renders the stack with the
 offline plan (`python -m bootstrap plan --out`, as a user would) and
 applies every object it renders, with the charts it installs rendered by
 helm, in dependency order: namespaces, CRDs, the rest, the operators
@@ -23,6 +24,7 @@ from typing import Any
 import yaml
 
 from local import build, charts, controllers, controlplane, kubectl, kwok, nodes, processes
+from local.autoscaler import provisioner
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 DEFAULT_STATE = PROJECT_DIR / ".local-cluster"
@@ -127,6 +129,9 @@ def apply(stack: str, state: Path, out=print, rendered: Rendered | None = None) 
         out(f"  not rendered: {release}: {why}")
     by_phase = phases(rendered, (state / "pki" / "ca.crt").read_text())
     kubectl.apply(state, by_phase["namespaces"], "namespaces")
+    if not any(c["metadata"]["name"] == provisioner.CRD_NAME for c in by_phase["crds"]):
+        # Served whether or not the stack installs it, before Kueue starts (its provisioning check needs it then).
+        by_phase["crds"].append(provisioner.crd())
     kubectl.apply(state, by_phase["crds"], "CRDs")
     kubectl.apply_files(state, charts.prometheus_crds(), "the Prometheus Operator's CRDs")
     kubectl.wait(state, "crd", "condition=Established", extra=("--all",))
@@ -175,6 +180,10 @@ def up(stack: str, state: Path, out=print) -> Rendered:
         _wait_for_nodes(state, len(node_objects))
         out(f"{len(node_objects)} nodes registered: " + ", ".join(
             f"{g.name} {g.max_nodes} x {g.instance_type}" for g in nodes.node_groups(cfg)))
+        out("starting the ProvisioningRequest stand-in for cluster-autoscaler (local/autoscaler/provisioner.py)")
+        provisioner.start(state, stack, gpu_zone, zone_id, rendered.cluster_name, controlplane.PORTS.kwok)
+    elif "provisioner" not in processes.running(state) and provisioner.spec_path(state).is_file():
+        provisioner.restart(state)
     return apply(stack, state, out, rendered)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -165,6 +166,9 @@ def start(state: Path, chart_objects: list[dict[str, Any]], stack_objects: list[
         raise ManagerError(f"Kueue v0.19.2 reads its metrics certificate from {KUEUE_METRICS_CERTS} (a fixed "
                            "path): run as a user who may write there, or create it writable first") from None
     config, flags = kueue_config(chart_objects, certs)
+    if os.environ.get("GPUCLUSTER_LOCAL_KUEUE_LOG_LEVEL"):  # debugging an e2e failure: Kueue's V(3) and up
+        flags = [f for f in flags if not f.startswith("--zap-log-level")]
+        flags.append(f"--zap-log-level={os.environ['GPUCLUSTER_LOCAL_KUEUE_LOG_LEVEL']}")
     (work / "kueue.yaml").write_text(yaml.safe_dump(config))
     processes.start(state, "kueue", [str(build.binary("kueue")), f"--kubeconfig={kubeconfig}",
                                      f"--config={work / 'kueue.yaml'}", *flags])

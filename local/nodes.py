@@ -11,23 +11,28 @@ EKS AMI's reservations.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
 from components.core.config import StackConfig
-from components.core.hardware import catalog
+from components.core.hardware import catalog, topology
+from components.core.hardware.topology import network_layers
 from components.core.kube import nodepool
 from components.core.system_nodes import MAX_PODS, allocatable
 
 # KWOK manages the nodes that carry this annotation (kwok --manage-nodes-with-annotation-selector).
 KWOK_ANNOTATION = {"kwok.x-k8s.io/node": "fake"}
 
-# EC2 instance topology (EC2 User Guide, "Prerequisites for Amazon EC2 topology", instance types):
-# DescribeInstanceTopology returns 3 network nodes for g6e, p4d, p4de, p5, p5e, p5en and 4 for
-# p6-b200 and p6-b300; EKS labels each node topology.k8s.aws/network-node-layer-1..N from it
-# (EKS User Guide, "Place distributed AI/ML workloads with network topology labels").
-NETWORK_LAYERS = {"g6e": 3, "p4d": 3, "p4de": 3, "p5": 3, "p5e": 3, "p5en": 3, "p6-b200": 4, "p6-b300": 4}
-NETWORK_LAYER_LABEL = "topology.k8s.aws/network-node-layer-{}"
+# EKS labels nodes of the types components/core/hardware/topology.py lists (network_layers: how many layers, with
+# the EC2 and EKS guides it comes from) with these, one per layer.
+NETWORK_LAYER_LABEL = topology.LAYER_LABEL
+# The local network's shape (ours, not EC2's: EC2 says nothing of how many instances share a
+# network node): the bottom layer's node (a "block") holds 4 instances, the layer above it (a
+# "spine") 2 blocks, and every layer higher still is one network node for the whole pool. So
+# prod's 16 p5 nodes are 2 spines x 2 blocks x 4 nodes; dev's 2 g6e nodes one block.
+NODES_PER_BLOCK = 4
+BLOCKS_PER_SPINE = 2
 ZONE_ID_LABEL = "topology.k8s.aws/zone-id"
 NODEGROUP_LABEL = "eks.amazonaws.com/nodegroup"
 CAPACITY_TYPE_LABEL = "eks.amazonaws.com/capacityType"
@@ -45,10 +50,6 @@ class NodeGroup:
     extended: dict[str, str]  # extended resources (GPUs, EFA, huge pages)
     min_nodes: int
     max_nodes: int
-
-
-def network_layers(instance_type: str) -> int:
-    return NETWORK_LAYERS.get(catalog.get(instance_type).family, 0)
 
 
 def _template_labels(pool: nodepool.Pool) -> dict[str, str]:
@@ -83,8 +84,37 @@ def node_groups(cfg: StackConfig) -> list[NodeGroup]:
     return groups
 
 
+def network_domain(layer: int, layers: int, index: int) -> int:
+    """Which network node of `layer` (1 = top) the pool's index-th node hangs off."""
+    if layer == layers:
+        return index // NODES_PER_BLOCK
+    if layer == layers - 1:
+        return index // (NODES_PER_BLOCK * BLOCKS_PER_SPINE)
+    return 0
+
+
+def network_node_id(pool: str, layer: int, domain: int) -> str:
+    """An id shaped as EC2's (nn- and 17 hex digits), the same for a pool, layer and domain every time."""
+    return "nn-" + hashlib.sha256(f"{pool}/{layer}/{domain}".encode()).hexdigest()[:17]
+
+
+def network_labels(pool: str, instance_type: str, index: int) -> dict[str, str]:
+    """The topology.k8s.aws/network-node-layer-N labels EKS puts on the pool's index-th node ({} if none)."""
+    layers = network_layers(instance_type)
+    return {NETWORK_LAYER_LABEL.format(layer): network_node_id(pool, layer, network_domain(layer, layers, index))
+            for layer in range(1, layers + 1)}
+
+
 def _private_ip(group_index: int, node_index: int) -> str:
-    return f"10.0.{64 + group_index}.{10 + node_index}"
+    # 10.0.<64 + group>.<10 + index>, carrying into a third octet 32 higher past .255 (maxNodes is up to 450).
+    offset = 10 + node_index
+    return f"10.0.{64 + group_index + 32 * (offset // 256)}.{offset % 256}"
+
+
+def node_index(node: dict[str, Any]) -> tuple[int, int]:
+    """(group index, node index) of a node `node` made, read back from its providerID."""
+    instance = node["spec"]["providerID"].rsplit("/", 1)[1]  # i-0GGNNNNNNNNNNNNNN
+    return int(instance[3:5]), int(instance[5:])
 
 
 def node(cfg: StackConfig, group: NodeGroup, group_index: int, index: int, zone: str, zone_id: str,
@@ -107,9 +137,7 @@ def node(cfg: StackConfig, group: NodeGroup, group_index: int, index: int, zone:
         "eks.amazonaws.com/nodegroup-image": "ami-0local0000000000",
         **group.labels,
     }
-    for layer in range(1, network_layers(group.instance_type) + 1):
-        # Nodes of one pool sit in one cluster placement group: one spine, one block per 4 nodes.
-        labels[NETWORK_LAYER_LABEL.format(layer)] = f"nn-{group.name}-{layer}-{index // 4 if layer == 3 else 0}"
+    labels.update(network_labels(group.name, group.instance_type, index))
     cpu_m, memory_mi = allocatable(group.instance_type)
     capacity = {"cpu": str(instance.vcpus), "memory": f"{instance.memory_gib}Gi",
                 "pods": str(MAX_PODS.get(group.instance_type, 110)),

@@ -74,3 +74,8 @@ LWS = GoModule("lws", "sigs.k8s.io/lws", "v0.8.0")
 # kube-prometheus-stack 88.5.3 ships (its Chart.yaml appVersion v0.93.1), from
 # example/prometheus-operator-crd/ in the module.
 PROMETHEUS_OPERATOR = GoModule("prometheus-operator", "github.com/prometheus-operator/prometheus-operator", "v0.93.1")
+# The ProvisioningRequest API at the version Kueue v0.19.2's go.mod requires: its CRD (config/crd/) is served before
+# Kueue starts, which sets up its provisioning admission check only when the API is there (cmd/kueue/main.go);
+# local/autoscaler/provisioner.py plays cluster-autoscaler's part.
+PROVISIONING_REQUEST_API = GoModule("provisioning-request-api", "k8s.io/autoscaler/cluster-autoscaler/apis",
+                                    "v0.0.0-20240830133931-adfbe7e45277")
