@@ -35,14 +35,19 @@ CAPACITY = ("If EC2 lacks p5.48xlarge capacity: another zone (gpucluster:gpuAvai
             "(gpuPools[].capacityType CAPACITY_BLOCK or capacityReservationId) or fewer nodes (jobs[].nodes); "
             "gpuPools[].atomicScaleUp: false admits the job on quota alone, and then its nodes join one by one and a "
             "partial set bills while it waits for the rest")
-HOLD = ("Kueue has reserved the job's quota but creates none of its pods until cluster-autoscaler can have all 4 nodes "
-        "at once (a ProvisioningRequest of class best-effort-atomic-scale-up, all or nothing): no node is started for "
-        "the job, so none bills, while it waits")
-RETRIES = ("When a request fails, Kueue asks again up to 5 times (60 s later, doubling to at most 1800 s) and then "
+HOLD = ("Kueue has reserved the job's quota but creates none of its pods until cluster-autoscaler can add all 4 nodes at "
+        "once (a ProvisioningRequest of class best-effort-atomic-scale-up, all or nothing)")
+IDLE = ": no node is started for the job, so none bills, while it waits"
+RETRIES = ("When a request fails, Kueue asks again up to 5 times (60 s later, doubling to at most 120 s) and then "
            "deactivates the job")
-BOOKING = ("The nodes came, but Kueue did not place the job in the 10 min they were booked for it: with a required "
-           "placement they may not share one network domain (placement: {policy: preferred}, or a broader layer), or "
-           "they took longer than that to join")
+# On AWS Provisioned=True is a raised Auto Scaling group, not nodes (no AtomicIncreaseSize), and a p5 node may take
+# components.core.kube.autoscaling.MAX_NODE_PROVISION_MINUTES to be Ready: a first booking expiry is normal.
+JOIN = ("Provisioned=True means cluster-autoscaler has raised the pool's Auto Scaling group, not that the nodes are "
+        "there: they may take up to 25 min to become Ready")
+BOOKING = ("Kueue did not place the job in the 10 min cluster-autoscaler booked its nodes for it. On a first attempt "
+           f"from zero that is normal: {JOIN}, and the next attempt finds them booting or Ready. If it recurs once "
+           "they are Ready: with a required placement they may not share one network domain (placement: {policy: "
+           "preferred}, or a broader layer)")
 DOMAINS = ("pool h100: 16 nodes in 3 topology.k8s.aws/network-node-layer-3 domains: nn-1f8b3d6a2c9e5074b: 3 of 8 free; "
            "nn-3d7a1c5e9b2f6480d: 1 of 2 free; nn-2a5c8e1b4d7f903c6: 0 of 6 free")
 PLACE_FIX = (" Wait for the jobs in a domain to end; or run it with placement: {policy: preferred} (Kueue packs the pods "
@@ -85,7 +90,10 @@ def test_doctor_reads_the_check_and_its_retries_as_the_program_writes_them():
     assert provisioning.admission_check()["metadata"]["name"] == CHECK
     strategy = provisioning.provisioning_request_config()["spec"]["retryStrategy"]
     assert (rules_provisioning.BACKOFF_LIMIT, rules_provisioning.BACKOFF_BASE, rules_provisioning.BACKOFF_MAX) == (
-        strategy["backoffLimitCount"], strategy["backoffBaseSeconds"], strategy["backoffMaxSeconds"]) == (5, 60, 1800)
+        strategy["backoffLimitCount"], strategy["backoffBaseSeconds"], strategy["backoffMaxSeconds"]) == (5, 60, 120)
+    from components.core.kube import autoscaling
+
+    assert autoscaling.MAX_NODE_PROVISION_MINUTES == 25 and "up to 25 min to become Ready" in rules_provisioning.JOIN
     assert rules_provisioning.ATTEMPTS == 6  # the first request and 5 retries (controller.go: attempt <= limit)
     assert rules_placement.REQUIRED == ptopo.REQUIRED_ANNOTATION == "kueue.x-k8s.io/podset-required-topology"
     assert rules_placement.PREFERRED == ptopo.PREFERRED_ANNOTATION == "kueue.x-k8s.io/podset-preferred-topology"
@@ -144,12 +152,12 @@ def test_the_report_of_a_job_waiting_for_all_of_its_nodes(capsys, monkeypatch):
         f"   status: Workload/{WL}, 2026-12-05T10:20:01Z",
         f"     admission check {CHECK} Pending: {NOT_FOUND}",
         "   fix: Kueue has reserved the job's quota but creates none of its pods until cluster-autoscaler can",
-        "   have all 4 nodes at once (a ProvisioningRequest of class best-effort-atomic-scale-up, all or",
+        "   add all 4 nodes at once (a ProvisioningRequest of class best-effort-atomic-scale-up, all or",
         "   nothing): no node is started for the job, so none bills, while it waits (Kueue asked 24 min ago);",
         "   cluster-autoscaler finds no capacity while the pool's group cannot grow by all of them at once",
         "   (it is at gpuPools[].maxNodes, or in backoff after EC2 refused a launch); it tries again by",
         "   itself after 1 min, doubling to 10 min, and fails the request only 7 days after it was made. When",
-        "   a request fails, Kueue asks again up to 5 times (60 s later, doubling to at most 1800 s) and then",
+        "   a request fails, Kueue asks again up to 5 times (60 s later, doubling to at most 120 s) and then",
         "   deactivates the job. If EC2 lacks p5.48xlarge capacity: another zone",
         "   (gpucluster:gpuAvailabilityZone), reserved capacity (gpuPools[].capacityType CAPACITY_BLOCK or",
         "   capacityReservationId) or fewer nodes (jobs[].nodes); gpuPools[].atomicScaleUp: false admits the",
@@ -161,7 +169,7 @@ def test_the_report_of_a_job_waiting_for_all_of_its_nodes(capsys, monkeypatch):
     bundle = load(WAIT)
     (finding,) = diagnose(bundle)
     assert finding.fix == (
-        f"{HOLD} (Kueue asked 24 min ago); cluster-autoscaler finds no capacity while the pool's group cannot grow by "
+        f"{HOLD}{IDLE} (Kueue asked 24 min ago); cluster-autoscaler finds no capacity while the pool's group cannot grow by "
         "all of them at once (it is at gpuPools[].maxNodes, or in backoff after EC2 refused a launch); it tries again "
         "by itself after 1 min, doubling to 10 min, and fails the request only 7 days after it was made. "
         f"{RETRIES}. {CAPACITY}")
@@ -188,7 +196,7 @@ def test_without_its_provisioning_request_the_workload_s_check_still_says_it_wai
     (finding,) = diagnose(bundle)
     assert finding.title == f"Workload {WL} waits for all 4 nodes of pool h100 (attempt 1 of 6)"
     assert texts(finding) == [("status", f"Workload/{WL}", f"admission check {CHECK} Pending: {NOT_FOUND}")]
-    assert finding.fix == (f"{HOLD}; {said}; `kubectl get provisioningrequest -n training -o yaml` shows "
+    assert finding.fix == (f"{HOLD}{IDLE}; {said}; `kubectl get provisioningrequest -n training -o yaml` shows "
                            f"cluster-autoscaler's answer. {RETRIES}. {CAPACITY}")
     assert finding.details["provisioningRequest"] is None
 
@@ -202,7 +210,8 @@ def test_a_failed_request_is_not_a_capacity_wait():
                              "ended the request (Failed, Expired)")
     assert texts(finding)[0] == ("condition", f"ProvisioningRequest/{PR}",
                                  "Failed=True reason Expired: ProvisioningRequest is expired")
-    assert finding.fix == f"{HOLD} (Kueue asked 24 min ago); Kueue asks again after a backoff. {RETRIES}. {CAPACITY}"
+    assert finding.fix == (f"{HOLD}{IDLE} (Kueue asked 24 min ago); Kueue asks again after a backoff. {RETRIES}. "
+                           f"{CAPACITY}")
 
 
 def test_the_last_attempt_failing_says_kueue_deactivates_the_job():
@@ -219,20 +228,35 @@ def test_the_last_attempt_failing_says_kueue_deactivates_the_job():
 
 @pytest.mark.parametrize("conds, title, now", [
     ([cond("Accepted", "True", "Accepted", "ProvisioningRequest is accepted by ClusterAutoscaler",
-           "2026-12-05T10:20:12Z")], "cluster-autoscaler accepted the request", "it is scaling the pool's group up"),
-    ([], "cluster-autoscaler has not read the request yet", "it reads one request a loop"),
+           "2026-12-05T10:20:12Z")], "cluster-autoscaler accepted the request",
+     f"{IDLE} (Kueue asked 24 min ago); it has not decided on a scale-up yet"),
+    ([], "cluster-autoscaler has not read the request yet", f"{IDLE} (Kueue asked 24 min ago); it reads one request a loop"),
+    # Asked for is not there: the nodes boot, and bill, until they are Ready.
     ([cond("Provisioned", "True", "CapacityIsProvisioned", "Capacity is found in the cluster", "2026-12-05T10:44:00Z")],
-     "cluster-autoscaler has provisioned them", "Kueue admits the job next"),
+     "cluster-autoscaler has asked for them (Provisioned)",
+     f" (Kueue asked 24 min ago); {JOIN}; Kueue marks its check Ready next and places the job once they are. "),
     ([cond("Provisioned", "False", "FailedToCheckCapacity", "Failed to check pre-existing capacity in the cluster",
            "2026-12-05T10:44:00Z")], "cluster-autoscaler has not provisioned them (FailedToCheckCapacity)",
-     "cluster-autoscaler finds no capacity"),
+     f"{IDLE} (Kueue asked 24 min ago); cluster-autoscaler finds no capacity"),
 ])
 def test_each_answer_of_the_autoscaler_is_said(conds, title, now):
     bundle = load(WAIT)
     bundle.of("ProvisioningRequest")[0]["status"]["conditions"] = conds
     (finding,) = diagnose(bundle)
     assert finding.title == f"Workload {WL} waits for all 4 nodes of pool h100 (attempt 1 of 6): {title}"
-    assert f"(Kueue asked 24 min ago); {now}" in finding.fix
+    assert finding.fix.startswith(HOLD + now)
+
+
+def test_a_later_attempt_does_not_say_nothing_bills():
+    # Nodes an earlier attempt got (its booking ran out) stay until this request books them or they idle out.
+    bundle = load(WAIT)
+    bundle.of("ProvisioningRequest")[0]["metadata"]["name"] = f"{WL}-{CHECK}-2"
+    (finding,) = diagnose(bundle)
+    assert finding.title.startswith(f"Workload {WL} waits for all 4 nodes of pool h100 (attempt 2 of 6)")
+    assert finding.fix.startswith(
+        f"{HOLD}: no node is started for the job while it waits, but nodes an earlier attempt got bill until this one "
+        "books them or they idle out (gpuPools[].idleMinutes) (Kueue asked 24 min ago); ")
+    assert "none bills" not in finding.fix
 
 
 def test_a_one_node_job_waits_for_its_node():
@@ -240,7 +264,7 @@ def test_a_one_node_job_waits_for_its_node():
     bundle.of("ProvisioningRequest")[0]["spec"]["podSets"][0]["count"] = 1
     (finding,) = diagnose(bundle)
     assert finding.title.startswith(f"Workload {WL} waits for its node of pool h100 (attempt 1 of 6)")
-    assert "until cluster-autoscaler can have its node at once" in finding.fix and finding.details["nodes"] == 1
+    assert "until cluster-autoscaler can add its node at once" in finding.fix and finding.details["nodes"] == 1
 
 
 RETRY = ('Evicted due to AdmissionCheck in Retry state: "gpucluster-atomic-scale-up" (Retrying after failure: '
@@ -279,7 +303,7 @@ def test_between_attempts_it_says_which_failed_when_kueue_asks_again_and_how_man
     assert finding.fix == (
         "cluster-autoscaler could not provision attempt 2 (ProvisioningRequest is expired). Kueue released the job's "
         "quota and deleted the request; no node was added for it. Kueue asks again 120 s after the failure (60 s after "
-        f"the first, doubling to at most 1800 s), 4 attempt(s) left before it deactivates the job. {CAPACITY}")
+        f"the first, doubling to at most 120 s), 4 attempt(s) left before it deactivates the job. {CAPACITY}")
     assert finding.details == {"workload": WL, "pool": "h100", "nodes": 4, "attempt": 2, "attempts": 6,
                                "requeueAt": "2026-12-05T10:43:00Z", "state": "retrying"}
 
@@ -351,16 +375,19 @@ def test_with_its_nodes_provisioned_kueue_places_the_job_on_a_second_pass():
     bundle.objects["Event"] = [e for e in bundle.events if e["reason"] != "SecondPassFailed"]
     (finding,) = diagnose(bundle)
     assert finding.cause == WAIT
-    assert finding.title == (f"Workload {WL} has all 4 nodes of pool h100; Kueue is placing it on the network topology "
-                             "(its second pass)")
+    assert finding.title == (f"Workload {WL}: cluster-autoscaler has asked for all 4 nodes of pool h100; Kueue places "
+                             "it on the network topology once they are Ready (its second pass)")
     assert texts(finding) == [
         ("condition", f"ProvisioningRequest/{PR}", "Provisioned=True reason CapacityIsProvisioned: Capacity is found "
                                                    "in the cluster"),
         ("condition", f"Workload/{WL}", "Admitted=False reason PendingDelayedTopologyRequests: There are pending "
                                         "delayed topology requests"),
         ("status", f"Workload/{WL}", "pod set node: delayedTopologyRequest Pending, no topologyAssignment")]
-    assert finding.fix.startswith("cluster-autoscaler has the nodes (booked for the job for 10 min) and Kueue now "
-                                  "assigns its pods to network domains and admits it: nothing to do.")
+    assert finding.fix == (
+        f"{JOIN}. Kueue places the job on the network topology once all 4 nodes are Ready with GPUs. If that is longer "
+        "than the 10-min booking (normal for p5 from zero), Kueue asks again, once or twice, and a retry finds the "
+        "booting nodes: nothing to do. If it lasts once they are Ready, they may not fit the job's placement; doctor "
+        "says so (network-domain) once Kueue reports it")
 
 
 def test_an_admitted_or_finished_job_or_one_without_the_check_is_not_waiting():

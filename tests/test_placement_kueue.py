@@ -69,10 +69,11 @@ def test_the_provisioning_request_config_and_its_admission_check_exactly():
         {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ProvisioningRequestConfig",
          "metadata": {"name": "gpucluster-atomic-scale-up"},
          # cluster-autoscaler's class (types.go ProvisioningClassBestEffortAtomicScaleUp at 1.35.2); only GPU pod
-         # sets go into the request; 5 retries 1, 2, 4, 8, 16 minutes apart (the CRD's default is 3).
+         # sets go into the request; 5 retries (the CRD's default is 3) 1, 2, 2, 2, 2 minutes apart: short of the
+         # default idleMinutes (3), so a retry after a booking ran out finds the nodes that came still there.
          "spec": {"provisioningClassName": "best-effort-atomic-scale-up.autoscaling.x-k8s.io",
                   "managedResources": ["nvidia.com/gpu"],
-                  "retryStrategy": {"backoffLimitCount": 5, "backoffBaseSeconds": 60, "backoffMaxSeconds": 1800}}},
+                  "retryStrategy": {"backoffLimitCount": 5, "backoffBaseSeconds": 60, "backoffMaxSeconds": 120}}},
         {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck",
          "metadata": {"name": "gpucluster-atomic-scale-up"},
          # Kueue's ProvisioningRequestControllerName (provisioningrequestconfig_types.go at v0.19.2).
@@ -153,6 +154,28 @@ def test_the_manager_pod_annotation_is_a_chart_key_rendered_onto_the_pod():
     on = queueing.helm_values("training", provisioning_requests=True)["controllerManager"]["manager"]
     assert on["podAnnotations"] == {"gpucluster.io/provisioning-requests": "enabled"}
     assert "podAnnotations" not in queueing.helm_values("training")["controllerManager"]["manager"]
+
+
+def wait_for_pods_ready(rec) -> dict[str, Any]:
+    (kueue,) = [r for r in rec.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "kueue"]
+    return yaml.safe_load(kueue.inputs["values"]["managerConfig"]["controllerManagerConfigYaml"])["waitForPodsReady"]
+
+
+def test_block_admission_is_off_whenever_a_queue_runs_the_atomic_check():
+    # A job whose ProvisioningRequest is pending holds quota unadmitted, and its topology pass runs in the scheduling
+    # loop blockAdmission stops (Kueue v0.19.2 pkg/scheduler/scheduler.go waitForPodsReadyIfNeeded;
+    # kubernetes-sigs/kueue#7656): two such jobs would evict each other by booking expiry.
+    assert stack_config("dev").teams == () and provisioning.needed(stack_config("dev").gpu_pools)
+    assert wait_for_pods_ready(recording("dev"))["blockAdmission"] is False
+    assert wait_for_pods_ready(recording("prod"))["blockAdmission"] is False
+    # One atomic pool among others is enough; no atomic pool and no teams keeps it on, as before issue 30.
+    (dev,) = off("dev")["gpucluster:gpuPools"]
+    mixed = [{**dev, "atomicScaleUp": True}, {**dev, "name": "plain"}]
+    assert wait_for_pods_ready(recording("dev", {"gpucluster:gpuPools": mixed}))["blockAdmission"] is False
+    assert wait_for_pods_ready(recording("dev", off("dev")))["blockAdmission"] is True
+    # The pure function agrees.
+    assert queueing.manager_config("training", admission_checks=True)["waitForPodsReady"]["blockAdmission"] is False
+    assert queueing.manager_config("training")["waitForPodsReady"]["blockAdmission"] is True
 
 
 # -- cluster-autoscaler ----------------------------------------------------------------------------------------------

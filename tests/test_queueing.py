@@ -124,6 +124,11 @@ def test_manager_config_keeps_the_charts_integrations_and_adds_waiting_for_pods(
     # v1beta2 decodes strictly and has no `enable`: one there would stop the manager from starting.
     assert set(wait) == {"timeout", "recoveryTimeout", "blockAdmission", "requeuingStrategy"}
     assert wait["timeout"] == "40m" and wait["recoveryTimeout"] == "30m" and wait["blockAdmission"] is True
+    # Off with an atomic pool, as dev's and prod's are (tests/test_placement_kueue.py: why, and the stacks).
+    atomic = yaml.safe_load(queueing.helm_values("training", provisioning_requests=True)["managerConfig"][
+        "controllerManagerConfigYaml"])
+    assert atomic["waitForPodsReady"]["blockAdmission"] is False
+    assert {**atomic["waitForPodsReady"], "blockAdmission": True} == wait
     assert wait["requeuingStrategy"] == {"timestamp": "Eviction", "backoffLimitCount": 5,
                                          "backoffBaseSeconds": 60, "backoffMaxSeconds": 3600}
     # The pods' wait outlasts a scale-up from zero.

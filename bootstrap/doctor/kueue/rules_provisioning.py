@@ -1,4 +1,4 @@
-"""A job Kueue holds until cluster-autoscaler can have all of its nodes at once (atomic scale-up): its
+"""A job Kueue holds until cluster-autoscaler can add all of its nodes at once (atomic scale-up): its
 ProvisioningRequest, what the autoscaler said of it, Kueue's retries, and the second pass that places the job.
 
 Kueue v0.19.2, pkg/controller/admissionchecks/provisioning/:
@@ -44,6 +44,7 @@ from bootstrap.doctor.bundle import Bundle, name
 from bootstrap.doctor.findings import Evidence, Finding, condition, condition_evidence, event_evidence
 from bootstrap.doctor.kueue import rules_placement, rules_unevaluated
 from bootstrap.doctor.kueue.cohort import pool_of
+from components.core.kube.autoscaling import MAX_NODE_PROVISION_MINUTES
 from components.core.placement import provisioning
 
 CAUSE = "waiting-for-all-nodes"
@@ -61,9 +62,13 @@ CAPACITY = ("If EC2 lacks {what} capacity: another zone (gpucluster:gpuAvailabil
             "(gpuPools[].capacityType CAPACITY_BLOCK or capacityReservationId) or fewer nodes (jobs[].nodes); "
             "gpuPools[].atomicScaleUp: false admits the job on quota alone, and then its nodes join one by one and "
             "a partial set bills while it waits for the rest")
-BOOKING = ("The nodes came, but Kueue did not place the job in the 10 min they were booked for it: with a required "
-           "placement they may not share one network domain (placement: {policy: preferred}, or a broader layer), or "
-           "they took longer than that to join")
+# AWS has no AtomicIncreaseSize: Provisioned=True is a raised desired size, and Kueue places only on Ready nodes.
+JOIN = (f"Provisioned=True means cluster-autoscaler has raised the pool's Auto Scaling group, not that the nodes are "
+        f"there: they may take up to {MAX_NODE_PROVISION_MINUTES} min to become Ready")
+BOOKING = ("Kueue did not place the job in the 10 min cluster-autoscaler booked its nodes for it. On a first attempt "
+           f"from zero that is normal: {JOIN}, and the next attempt finds them booting or Ready. If it recurs once "
+           "they are Ready: with a required placement they may not share one network domain (placement: {policy: "
+           "preferred}, or a broader layer)")
 RETRIES = (f"When a request fails, Kueue asks again up to {BACKOFF_LIMIT} times ({BACKOFF_BASE} s later, doubling to "
            f"at most {BACKOFF_MAX} s) and then deactivates the job")
 
@@ -146,12 +151,8 @@ def _capacity(bundle: Bundle, pool: str) -> str:
 
 
 def _booking(why: re.Match[str] | None) -> bool:
-    """Whether the request ended because its booking ran out (the nodes came), not for want of capacity."""
+    """Whether the request ended because its booking ran out (the nodes were asked for), not for want of capacity."""
     return why is not None and (why.group("after") == "booking expired" or why.group("why") == BOOKING_EXPIRED)
-
-
-def _advice(bundle: Bundle, pool: str, why: re.Match[str] | None) -> str:
-    return BOOKING if _booking(why) else _capacity(bundle, pool)
 
 
 def _kept(why: re.Match[str] | None) -> str:
@@ -164,30 +165,33 @@ def _pending(bundle: Bundle, wl: dict[str, Any], check: dict[str, Any]) -> Findi
     attempt, request = requests[-1] if requests else ((check.get("retryCount") or 0) + 1, None)
     pods, pool = gang(wl, request)
     head = f"Workload {name(wl)} waits for {_all(pods)} of pool {pool} (attempt {attempt} of {ATTEMPTS})"
-    hold = (f"Kueue has reserved the job's quota but creates none of its pods until cluster-autoscaler can have "
-            f"{_all(pods)} at once (a ProvisioningRequest of class best-effort-atomic-scale-up, all or nothing): no "
-            f"node is started for the job, so none bills, while it waits")
+    hold = (f"Kueue has reserved the job's quota but creates none of its pods until cluster-autoscaler can add "
+            f"{_all(pods)} at once (a ProvisioningRequest of class best-effort-atomic-scale-up, all or nothing)")
+    idle = (": no node is started for the job, so none bills, while it waits" if attempt == 1 else ": no node is "
+            "started for the job while it waits, but nodes an earlier attempt got bill until this one books them or "
+            "they idle out (gpuPools[].idleMinutes)")
     evidence: list[Evidence] = []
     if request is None:
-        expected = f"{name(wl)}-{CHECK}-{attempt}"
-        said = (f"its ProvisioningRequest {expected} is gone" if "ProvisioningRequest" in bundle.objects else
-                "the bundle holds no ProvisioningRequests (a cluster without the autoscaling.x-k8s.io/v1 CRD serves "
-                "none)")
+        said = (f"its ProvisioningRequest {name(wl)}-{CHECK}-{attempt} is gone" if "ProvisioningRequest" in
+                bundle.objects else "the bundle holds no ProvisioningRequests (a cluster without the "
+                "autoscaling.x-k8s.io/v1 CRD serves none)")
         title, now = head, (f"{said}; `kubectl get provisioningrequest -n {bundle.namespace} -o yaml` shows "
                             "cluster-autoscaler's answer")
     else:
         conds = {c: cond for c in PR_CONDITIONS if (cond := condition(request, c))}
         evidence = [condition_evidence(request, cond) for cond in conds.values()]
         asked = age(bundle, _dict(request.get("metadata")).get("creationTimestamp"))
-        hold += f" (Kueue asked {asked} ago)" if asked else ""
+        since = f" (Kueue asked {asked} ago)" if asked else ""
+        idle += since
         provisioned, failed = conds.get("Provisioned") or {}, _true(request, "Failed")
         if failed or _true(request, "BookingExpired") or _true(request, "CapacityRevoked"):
             ended = failed or _true(request, "BookingExpired") or _true(request, "CapacityRevoked") or {}
             title = f"{head}: cluster-autoscaler ended the request ({ended.get('type')}, {ended.get('reason')})"
             last = attempt > BACKOFF_LIMIT or ended.get("type") == "CapacityRevoked"
             now = "that was its last chance: Kueue deactivates the job" if last else "Kueue asks again after a backoff"
-        elif provisioned.get("status") == "True":
-            title, now = f"{head}: cluster-autoscaler has provisioned them", "Kueue admits the job next"
+        elif provisioned.get("status") == "True":  # the nodes are on their way, and bill
+            title, idle = f"{head}: cluster-autoscaler has asked for them (Provisioned)", since
+            now = f"{JOIN}; Kueue marks its check Ready next and places the job once they are"
         elif provisioned.get("status") == "False":
             found = provisioned.get("reason") == "CapacityIsNotFound"
             title = f"{head}: " + ("cluster-autoscaler has not found capacity for them" if found else
@@ -196,11 +200,11 @@ def _pending(bundle: Bundle, wl: dict[str, Any], check: dict[str, Any]) -> Findi
                    "(it is at gpuPools[].maxNodes, or in backoff after EC2 refused a launch); it tries again by itself "
                    "after 1 min, doubling to 10 min, and fails the request only 7 days after it was made")
         elif "Accepted" in conds:
-            title, now = f"{head}: cluster-autoscaler accepted the request", "it is scaling the pool's group up"
+            title, now = f"{head}: cluster-autoscaler accepted the request", "it has not decided on a scale-up yet"
         else:
             title, now = f"{head}: cluster-autoscaler has not read the request yet", "it reads one request a loop"
     evidence.append(_check_evidence(wl, check))
-    fix = f"{hold}; {now}. {RETRIES}. {_capacity(bundle, pool)}"
+    fix = f"{hold}{idle}; {now}. {RETRIES}. {_capacity(bundle, pool)}"
     details = {"workload": name(wl), "pool": pool, "nodes": pods, "attempt": attempt, "attempts": ATTEMPTS,
                "provisioningRequest": name(request) if request else None, "state": "waiting"}
     return Finding(CAUSE, title, tuple(evidence), fix, details)
@@ -222,7 +226,7 @@ def _retrying(bundle: Bundle, wl: dict[str, Any], check: dict[str, Any], evicted
     fix = (f"{first}. Kueue released the job's quota and deleted the request; {_kept(why)}. Kueue asks again"
            + (f" {wait} s after the failure" if isinstance(wait, int) else " after a backoff")
            + f" ({BACKOFF_BASE} s after the first, doubling to at most {BACKOFF_MAX} s), {max(ATTEMPTS - failed, 0)} "
-           f"attempt(s) left before it deactivates the job. {_advice(bundle, pool, why)}")
+           f"attempt(s) left before it deactivates the job. {BOOKING if _booking(why) else _capacity(bundle, pool)}")
     evidence = ([condition_evidence(wl, evicted)] if evicted else []) + [_check_evidence(wl, check)]
     evidence += [event_evidence(event)] if event else []
     details = {"workload": name(wl), "pool": pool, "nodes": pods, "attempt": failed, "attempts": ATTEMPTS,
@@ -232,15 +236,14 @@ def _retrying(bundle: Bundle, wl: dict[str, Any], check: dict[str, Any], evicted
 
 def _gave_up(bundle: Bundle, wl: dict[str, Any], check: dict[str, Any], why_cond: dict[str, Any] | None) -> Finding:
     requests = requests_of(bundle, wl)
-    created, _ = _last_created(bundle, wl)
-    tried = requests[-1][0] if requests else created
+    tried = requests[-1][0] if requests else _last_created(bundle, wl)[0]
     pods, pool = gang(wl, requests[-1][1] if requests else None)
     why = WHY.search(str((why_cond or check).get("message") or ""))
     title = (f"Workload {name(wl)} was deactivated: Kueue gave up on getting {_all(pods)} of pool {pool}"
              + (f" after {tried} attempt{'s' if tried != 1 else ''}" if tried else ""))
     fix = ("Kueue gave up" + (f" ({why.group('why')})" if why else "") + " and will not ask again; "
-           f"{_kept(why)}. {_advice(bundle, pool, why)}. Then start it again: `kubectl patch workload -n "
-           f"{bundle.namespace} {name(wl)} --type merge -p '{{\"spec\":{{\"active\":true}}}}'`")
+           f"{_kept(why)}. {BOOKING if _booking(why) else _capacity(bundle, pool)}. Then start it again: `kubectl "
+           f"patch workload -n {bundle.namespace} {name(wl)} --type merge -p '{{\"spec\":{{\"active\":true}}}}'`")
     evidence = ([condition_evidence(wl, why_cond)] if why_cond else []) + [_check_evidence(wl, check)]
     evidence += [event_evidence(e) for e in bundle.events if e.get("reason") == "AdmissionCheckRejected"
                  and _dict(e.get("involvedObject")).get("name") == name(wl)][-1:]
@@ -255,16 +258,17 @@ def _second_pass(bundle: Bundle, wl: dict[str, Any], check: dict[str, Any], pod_
     pods, pool = gang(wl, request)
     provisioned = _true(request, "Provisioned") if request else None
     evidence = [condition_evidence(request, provisioned)] if provisioned else [_check_evidence(wl, check)]
-    admitted = condition(wl, "Admitted")
-    evidence += [condition_evidence(wl, admitted)] if admitted else []
+    evidence += [condition_evidence(wl, admitted)] if (admitted := condition(wl, "Admitted")) else []
     evidence.append(Evidence("status", f"Workload/{name(wl)}", "pod set " + ", ".join(pod_sets)
                              + ": delayedTopologyRequest Pending, no topologyAssignment"))
-    fix = ("cluster-autoscaler has the nodes (booked for the job for 10 min) and Kueue now assigns its pods to network "
-           "domains and admits it: nothing to do. If it lasts, the nodes may not fit the job's placement; doctor "
-           "says so (network-domain) once Kueue reports it")
+    fix = (f"{JOIN}. Kueue places the job on the network topology once {_all(pods)} {'is' if pods == 1 else 'are'} "
+           "Ready with GPUs. If that is longer than the 10-min booking (normal for p5 from zero), Kueue asks again, "
+           "once or twice, and a retry finds the booting nodes: nothing to do. If it lasts once they are Ready, they "
+           "may not fit the job's placement; doctor says so (network-domain) once Kueue reports it")
     details = {"workload": name(wl), "pool": pool, "nodes": pods, "state": "placing"}
-    return Finding(CAUSE, f"Workload {name(wl)} has {_all(pods)} of pool {pool}; Kueue is placing it on the "
-                          "network topology (its second pass)", tuple(evidence), fix, details)
+    return Finding(CAUSE, f"Workload {name(wl)}: cluster-autoscaler has asked for {_all(pods)} of pool {pool}; Kueue "
+                          "places it on the network topology once they are Ready (its second pass)", tuple(evidence),
+                   fix, details)
 
 
 def finding(bundle: Bundle, wl: dict[str, Any]) -> Finding | None:

@@ -100,9 +100,10 @@ def managed_namespaces(namespaces: Sequence[str]) -> dict[str, Any]:
 
 
 def manager_config(namespace: str, team_namespaces: Sequence[str] = (),
-                   fair_sharing: dict[str, Any] | None = None) -> dict[str, Any]:
+                   fair_sharing: dict[str, Any] | None = None, admission_checks: bool = False) -> dict[str, Any]:
     """The chart's default Configuration (values.yaml managerConfig) plus waitForPodsReady, for jobs in
-    `namespace` and the teams' namespaces; `fair_sharing`: the manager's fairSharing section (teams only).
+    `namespace` and the teams' namespaces; `fair_sharing`: the manager's fairSharing section (teams only);
+    `admission_checks`: some ClusterQueue runs an admission check (an atomic pool).
 
     v1beta2 decodes strictly: waitForPodsReady has no `enable` field (it is
     on whenever present, and by default since v0.19).
@@ -126,8 +127,14 @@ def manager_config(namespace: str, team_namespaces: Sequence[str] = (),
             # the other needs until both time out. Not with teams: Kueue waits for
             # every admitted workload of every ClusterQueue (pkg/cache/scheduler/cache.go
             # podsReadyForAllAdmittedWorkloads), so one team's job waiting for nodes
-            # would hold every other team's admission, guarantees included.
-            "blockAdmission": fair_sharing is None,
+            # would hold every other team's admission, guarantees included. Nor with an admission
+            # check: a job whose ProvisioningRequest is pending holds quota without being admitted, and
+            # its second (topology) pass runs in the same scheduling loop the block stops
+            # (pkg/scheduler/scheduler.go waitForPodsReadyIfNeeded), so two such jobs would evict each
+            # other by booking expiry until both are deactivated (kubernetes-sigs/kueue#7656: blockAdmission
+            # is "not usable with AdmissionChecks essentially"); atomic admission already keeps a job from
+            # holding a partial set of nodes, which is what the block was for.
+            "blockAdmission": fair_sharing is None and not admission_checks,
             "requeuingStrategy": {"timestamp": "Eviction", "backoffLimitCount": REQUEUE_LIMIT,
                                   "backoffBaseSeconds": 60, "backoffMaxSeconds": 3600},
         },
@@ -164,7 +171,7 @@ def helm_values(namespace: str, metrics: bool = False, team_namespaces: Sequence
             "nodeSelector": dict(SYSTEM_NODE_LABEL),
         },
         "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(
-            manager_config(namespace, team_namespaces, fair_sharing), sort_keys=False)},
+            manager_config(namespace, team_namespaces, fair_sharing, provisioning_requests), sort_keys=False)},
     }
 
 

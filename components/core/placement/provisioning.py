@@ -31,10 +31,14 @@ CONTROLLER_NAME = "kueue.x-k8s.io/provisioning-request"
 # Only pod sets asking for GPUs go into the request (managedResources): an MPIJob's launcher or a chief on the
 # system nodes is not the autoscaler's to provision, and a job asking for no GPU needs no request at all.
 MANAGED_RESOURCES = ("nvidia.com/gpu",)
-# A request that fails (or whose booking expires before admission) is retried after 1, 2, 4, 8, 16 minutes
-# (base x 2^(n-1), capped at 30), then the workload is deactivated for a person to look at. Capacity the
-# autoscaler cannot find yet (Provisioned=False) is not a failure: it keeps retrying on its own.
-RETRY_STRATEGY = {"backoffLimitCount": 5, "backoffBaseSeconds": 60, "backoffMaxSeconds": 1800}
+# A request that fails (or whose booking expires before admission) is retried after 1 minute, then every 2
+# (base x 2^(n-1), capped at 120 s), 5 times, then the workload is deactivated for a person to look at. The cap
+# is short on purpose: cluster-autoscaler books a request's capacity for 10 minutes (processors/provreq/
+# processor.go defaultReservationTime, not configurable) and a p5 node may take longer than that to become
+# Ready, which Kueue's topology pass waits for; the retry then finds the booted nodes still there (they idle
+# out after the pool's idleMinutes, 3 by default) instead of starting cold. Capacity the autoscaler cannot find
+# yet (Provisioned=False) is not a failure: it keeps retrying on its own (1 minute doubling to 10).
+RETRY_STRATEGY = {"backoffLimitCount": 5, "backoffBaseSeconds": 60, "backoffMaxSeconds": 120}
 
 # The ProvisioningRequest CRD: cluster-autoscaler's, vendored (components/manifests/README.md); its chart installs
 # none. Kueue v0.19.2 and the autoscaler (1.32 to 1.36) read and write its v1.
