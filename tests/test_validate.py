@@ -12,6 +12,7 @@ import json
 
 import pytest
 
+from bootstrap.jobs import validation as job_validation
 from bootstrap.verbs.jobs import validate
 from components.core.kube import validation
 from tests import k8s
@@ -182,3 +183,15 @@ def test_a_worker_the_scheduler_cannot_place_is_said_why():
     gated = {"status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
              "reason": "SchedulingGated", "message": "Scheduling is blocked due to non-empty scheduling gates"}]}}
     assert run.unschedulable([gated]) is None  # Kueue's gate, not the scheduler's verdict
+
+
+def test_a_stage_queued_behind_its_atomic_scale_up_says_what_the_autoscaler_said():
+    waiting = {"metadata": {"name": "mpijob-validate-h100-1node-1a2b3", "namespace": "training"},
+               "status": {"admissionChecks": [
+                   {"name": "gpucluster-atomic-scale-up", "state": "Pending",
+                    "message": "Capacity is not found, CA will try to find it later."},
+                   {"name": "ready-one", "state": "Ready", "message": "Capacity is found in the cluster"},
+                   {"name": "silent", "state": "Pending"}]}}
+    assert job_validation._checks_waiting(waiting) == [
+        ("gpucluster-atomic-scale-up", "Capacity is not found, CA will try to find it later.")]
+    assert job_validation._checks_waiting(None) == [] and job_validation._checks_waiting({"status": {}}) == []

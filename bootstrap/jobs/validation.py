@@ -39,6 +39,14 @@ def _mmss(seconds: float) -> str:
     return f"{minutes:02d}:{secs:02d}"
 
 
+def _checks_waiting(workload: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """The Workload's admission checks not Ready, with what their controller says (an atomic pool's
+    ProvisioningRequest: cluster-autoscaler's words), as Kueue records them in status.admissionChecks."""
+    checks = ((workload or {}).get("status") or {}).get("admissionChecks") or []
+    return [(c.get("name", ""), c.get("message", "")) for c in checks
+            if c.get("state") != "Ready" and c.get("message")]
+
+
 def _progress(kube: Kube, job: dict[str, Any], namespace: str) -> str:
     """What the stage waits for, in words: queued, nodes coming, pods starting, running."""
     current = kube.get(kinds.MPIJOB, job["metadata"]["name"], namespace) or job
@@ -47,7 +55,8 @@ def _progress(kube: Kube, job: dict[str, Any], namespace: str) -> str:
     phase = state.phase(current, workload)
     if phase == state.QUEUED:
         position = state.queue_position(workload, workloads) if workload else None
-        return "queued" + (f" (position {position.position} of {position.pending})" if position else "")
+        return ("queued" + (f" (position {position.position} of {position.pending})" if position else "")
+                + "".join(f"; admission check {name}: {message}" for name, message in _checks_waiting(workload)))
     pods = kube.list(kinds.POD, namespace, f"{state.JOB_LABEL}={job['metadata']['name']}")
     workers = [p for p in pods if (p["metadata"].get("labels") or {}).get("training.kubeflow.org/job-role") == "worker"]
     running = sum(1 for p in workers if (p.get("status") or {}).get("phase") == "Running")

@@ -49,7 +49,7 @@ CRD_NAME = "provisioningrequests.autoscaling.x-k8s.io"
 CRD_FILE = "config/crd/autoscaling.x-k8s.io_provisioningrequests.yaml"
 SETTINGS = {"bookingSeconds": ca.BOOKING_SECONDS, "retryInitialSeconds": ca.RETRY_INITIAL_SECONDS,
             "retryMaxSeconds": ca.RETRY_MAX_SECONDS, "nodeDelaySeconds": 0}
-PROJECT_DIR = Path(__file__).resolve().parent.parent
+PROJECT_DIR = Path(__file__).resolve().parents[2]
 LOOP_SECONDS = 1.0  # CA's --scan-interval is 10 s; a tenth of it keeps the e2e tier quick
 
 
