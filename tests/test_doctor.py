@@ -109,6 +109,10 @@ EXPECTED = {
                        'Warning SecondPassFailed: couldn\'t assign flavors to pod set node: topology '
                        '"gpucluster-network-3" allows to fit only 3 out of 4 pod(s). Total nodes: 16; excluded: '
                        'resource "cpu": 12'),
+    # A job queued before its pool got a network topology (tests/test_doctor_topology_upgrade.py has its variations):
+    "created-before-topology": (["created-before-topology"],
+                                "pod set node: 4 pods on pool h100, no topology request (no kueue.x-k8s.io/podset-"
+                                "required-topology, -preferred-topology or -unconstrained-topology annotation)"),
     "team-budget-reached": (["team-budget-reached"],
                             "month-to-date spend 151,872.40 USD of its monthlyBudgetUsd 150,000.00 (101 %), 2026-12 "
                             "(UTC)"),

@@ -15,6 +15,7 @@ from bootstrap import stackfile
 from bootstrap.account import checks as preflight_checks
 from bootstrap.account import pin_checks
 from bootstrap.account.checks import FAIL, PASS, UNKNOWN, WARN, Context
+from bootstrap.cluster.api import NotDeployed
 from bootstrap.offline import mocks
 from bootstrap.verbs import preflight
 from tests.conftest import stack_config
@@ -33,6 +34,15 @@ def aws(monkeypatch):
     with mock_aws():
         boto3.client("iam").create_role(RoleName="Admin", AssumeRolePolicyDocument="{}")
         yield
+
+
+@pytest.fixture(autouse=True)
+def no_cluster(monkeypatch):
+    """The live-jobs check finds no deployed cluster here, whatever this machine's kubeconfig or Pulumi login
+    (tests/test_upgrade_gate.py serves one)."""
+    def not_deployed(stack, kubeconfig):
+        raise NotDeployed(f"stack {stack} has no `kubeconfig` output: has it been deployed (`pulumi up`)?")
+    monkeypatch.setattr(preflight, "connect", not_deployed)
 
 
 def stack_file(tmp_path, **config_keys) -> str:

@@ -210,6 +210,7 @@ def test_the_doctor_causes_the_readme_lists_are_the_registry_s():
         "team-budget-reached": "a team at its monthly budget",
         "waiting-for-all-nodes": "a job waiting for all N nodes of its atomic scale-up",
         "network-domain": "a job that cannot fit in one network domain",
+        "created-before-topology": "a job queued before its pool got a network topology",
     }
     assert sorted(words) == sorted(causes.CAUSES), "a new cause: name it in README's list and here"
     assert [w for w in words.values() if w not in listed] == []
@@ -275,6 +276,7 @@ OTHER_BLOCKS = {  # the first line of each block that is not bash -> what checks
     "starting the control plane in ": "`make local`'s output: the e2e tier's (machine paths, timings)",
     "required 4-node job": "printed by tests/e2e/test_m_placement.py in `make e2e` (a real run: node ids vary)",
     "Quota reserved in ClusterQueue": "Kueue's events and doctor in tests/e2e/test_m_placement.py (a real run)",
+    "capacity 3 of 4": "printed by tests/e2e/test_m_placement.py in `make e2e` (a real run, shortened)",
     "preferred 4-node job": "printed by tests/e2e/test_m_placement.py in `make e2e` (a real run: node ids vary)",
     "$ venv/bin/python -m bootstrap status --stack dev": "a session on the local control plane (tests/e2e)",
     "submitted MPIJob gpt-pretrain ": "test_the_submit_output_shown_is_submit_s",

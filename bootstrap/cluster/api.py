@@ -23,6 +23,10 @@ class ClusterUnreachable(Exception):
     """No answer from the API server (endpoint, network, credentials plugin)."""
 
 
+class NotDeployed(ClusterUnreachable):
+    """The stack has no cluster yet: its state has no `kubeconfig` output (never deployed, or destroyed)."""
+
+
 class KubeError(Exception):
     """The API server refused: status and its message."""
 

@@ -11,7 +11,7 @@ import json
 import os
 from typing import Any
 
-from bootstrap.cluster.api import ClusterUnreachable, Kube
+from bootstrap.cluster.api import ClusterUnreachable, Kube, NotDeployed
 
 
 def kubeconfig_from_stack(stack: str) -> dict[str, Any]:
@@ -25,7 +25,7 @@ def kubeconfig_from_stack(stack: str) -> dict[str, Any]:
                                  "(`pulumi stack output kubeconfig --show-secrets > kubeconfig`)") from None
     value = outputs.get("kubeconfig")
     if value is None:
-        raise ClusterUnreachable(f"stack {stack} has no `kubeconfig` output: has it been deployed (`pulumi up`)?")
+        raise NotDeployed(f"stack {stack} has no `kubeconfig` output: has it been deployed (`pulumi up`)?")
     config = value.value
     return json.loads(config) if isinstance(config, str) else config
 

@@ -2,8 +2,8 @@
 
 API versions are the ones the pinned operators serve: MPIJob kubeflow.org/v2beta1
 (MPI Operator v0.8.2), TrainJob trainer.kubeflow.org/v1alpha1 (Trainer v2.3.0),
-JobSet jobset.x-k8s.io/v1alpha2 (JobSet v0.12.0), Workload and ClusterQueue
-kueue.x-k8s.io/v1beta2 (Kueue v0.19.2).
+JobSet jobset.x-k8s.io/v1alpha2 (JobSet v0.12.0), Workload, ClusterQueue and
+ResourceFlavor kueue.x-k8s.io/v1beta2 (Kueue v0.19.2).
 """
 
 from __future__ import annotations
@@ -41,12 +41,13 @@ TRAINJOB = Kind("TrainJob", "trainer.kubeflow.org", "v1alpha1", "trainjobs")
 JOBSET = Kind("JobSet", "jobset.x-k8s.io", "v1alpha2", "jobsets")
 WORKLOAD = Kind("Workload", "kueue.x-k8s.io", "v1beta2", "workloads")
 CLUSTER_QUEUE = Kind("ClusterQueue", "kueue.x-k8s.io", "v1beta2", "clusterqueues", namespaced=False)
+RESOURCE_FLAVOR = Kind("ResourceFlavor", "kueue.x-k8s.io", "v1beta2", "resourceflavors", namespaced=False)
 LOCAL_QUEUE = Kind("LocalQueue", "kueue.x-k8s.io", "v1beta2", "localqueues")
 CLUSTER_TRAINING_RUNTIME = Kind("ClusterTrainingRuntime", "trainer.kubeflow.org", "v1alpha1",
                                 "clustertrainingruntimes", namespaced=False)
 
 BY_KIND = {k.kind: k for k in (POD, EVENT, NODE, SECRET, CONFIG_MAP, MPIJOB, TRAINJOB, JOBSET, WORKLOAD,
-                                CLUSTER_QUEUE, LOCAL_QUEUE, CLUSTER_TRAINING_RUNTIME)}
+                                CLUSTER_QUEUE, RESOURCE_FLAVOR, LOCAL_QUEUE, CLUSTER_TRAINING_RUNTIME)}
 JOB_KINDS = (MPIJOB, TRAINJOB, JOBSET)
 
 

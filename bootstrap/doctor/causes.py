@@ -12,7 +12,14 @@ from collections.abc import Callable
 from bootstrap.doctor import rules_logs, rules_nodes, rules_pods, rules_scaling
 from bootstrap.doctor.bundle import Bundle
 from bootstrap.doctor.findings import Finding
-from bootstrap.doctor.kueue import rules_placement, rules_provisioning, rules_queue, rules_teams, rules_unevaluated
+from bootstrap.doctor.kueue import (
+    rules_placement,
+    rules_provisioning,
+    rules_queue,
+    rules_teams,
+    rules_unevaluated,
+    rules_upgrade,
+)
 
 Rule = Callable[[Bundle], list[Finding]]
 
@@ -33,8 +40,9 @@ RULES: tuple[Rule, ...] = (
     rules_pods.image_pull,
     rules_queue.queue_inactive,
     rules_teams.team_over_share,
+    rules_upgrade.created_before_topology,
     rules_placement.network_domain,
-    rules_placement.unless_topology(rules_queue.waiting_for_quota),
+    rules_upgrade.unless_stranded(rules_placement.unless_topology(rules_queue.waiting_for_quota)),
     rules_unevaluated.set_aside,
     rules_provisioning.waiting_for_all_nodes,
     rules_teams.team_budget_reached,
@@ -85,6 +93,9 @@ CAUSES: dict[str, tuple[str, str]] = {
     "waiting-for-quota": ("Workload QuotaReserved False, reason Pending: 'insufficient unused quota ...'; or, set aside "
                           "unevaluated, its pod sets' GPUs past its queue's unused quota",
                           "kueue v0.19.2 scheduler.go, flavorassigner.go, cluster_queue.go, resource_node.go"),
+    "created-before-topology": ("a Workload's QuotaReserved=False message with 'Flavor \"<f>\" supports only "
+                                "TopologyAwareScheduling' (its pod set asks for no topology)",
+                                "kueue v0.19.2 tas_flavorassigner.go, flavorassigner.go, scheduler.go"),
     "network-domain": ("a Workload's QuotaReserved=False message, or its SecondPassFailed event, with 'topology "
                        "\"<t>\" doesn't allow to fit any of <n> pod(s)' / 'allows to fit only <k> out of <n> pod(s)' / "
                        "'no topology domains at level: <label>'", "kueue v0.19.2 tas_flavor_snapshot.go, "
