@@ -9,7 +9,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import pulumi_kubernetes as k8s_sdk
 import pytest
 import yaml
 
@@ -18,9 +17,9 @@ from components.core.config import CpuPoolConfig, GpuPoolConfig, SystemNodesConf
 from components.core.kube import autoscaling, queueing
 from components.core.kube.nodepool import SYSTEM_NODE_LABEL
 from components.core.placement import provisioning, topology
-from components.kubernetes.queue import Queue, QueueArgs
 from tests import k8s
 from tests.conftest import recording, stack_config
+from tests.test_queueing import build  # the Queue component under the mocks, as test_queueing builds it
 
 P5 = GpuPoolConfig(name="h100", instance_type="p5.48xlarge", max_nodes=16)
 P6 = GpuPoolConfig(name="b200", instance_type="p6-b200.48xlarge", max_nodes=4)
@@ -234,16 +233,6 @@ def test_the_provisioning_request_crd_serves_v1_which_kueue_and_the_autoscaler_u
 
 
 # -- the Queue component: start order ----------------------------------------------------------------------------
-
-
-def build(cfg):
-    def run():
-        provider = k8s_sdk.Provider("k8s", kubeconfig="{}")
-        ns = k8s_sdk.core.v1.Namespace("ns", metadata={"name": cfg.training_namespace},
-                                       opts=__import__("pulumi").ResourceOptions(provider=provider))
-        Queue("q", QueueArgs(pools=cfg.gpu_pools, system_nodes=cfg.system_nodes, namespace=cfg.training_namespace,
-                             namespace_resource=ns, provider=provider))
-    return run
 
 
 def test_what_a_flavor_or_queue_names_is_created_before_it(run_mocked):
