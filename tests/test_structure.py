@@ -25,6 +25,7 @@ CORE_LAYERS = {
     "images": 0,
     "job_identity": 0,
     "cluster_access": 0,
+    "goodput": 0,  # ships into the cluster: the standard library and itself only
     "hardware": 1,
     "config": 2,
     "storage": 3,

@@ -164,6 +164,17 @@ class RunPolicyConfig(Model):
     backoff_limit: Int(ge=0, le=100) = Field(3, description="`launcher: mpirun` only: retries before the job fails")
 
 
+class CheckpointConfig(Model):
+    """How often the job checkpoints and how big one is: the plan's goodput model (the job does the checkpointing)."""
+
+    every_minutes: Int(ge=1, le=1440) = Field(30, description="minutes between checkpoints (work since the last one "
+                                                             "is lost on a restart)")
+    size_gib: Annotated[Number(gt=0) | None,
+                        DefaultText("the model's parameters x 14 bytes (bf16 weights, fp32 master weights and "
+                                    "Adam moments); unknown without `model`")] = Field(
+        None, description="one checkpoint's size in GiB (its write time at the FSx throughput)")
+
+
 PLACEMENT_POLICIES = ("preferred", "required", "none")
 
 
@@ -246,6 +257,8 @@ class JobConfig(Model):
                           "required needs a pool with a network topology (`gpuPools[].topology` auto on a "
                           "`gpuPools[].instanceType` EKS labels); unset: preferred in one domain of the closest layer "
                           "for 2 or more nodes on such a pool")
+    checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig,
+                                         description="its checkpoint interval and size, for the plan's goodput model")
     team: Text(DNS_LABEL, "the name of a teams entry", short="team name", max_length=24) | None = Field(
         None, description="the team whose namespace, queue, storage, job role and budget the job uses (a "
                           "`teams[].name`); none: the training namespace")

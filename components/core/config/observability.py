@@ -5,7 +5,7 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, SecretStr, WithJsonSchema
 
-from components.core.config.base import Bool, Choice, Int, Model, Text, problem
+from components.core.config.base import Bool, Choice, Int, Model, Number, Text, problem
 from components.core.config.describe import Allowed, DefaultText, Secret
 
 REMOTE_WRITE = ("none", "amp")
@@ -17,6 +17,29 @@ SNS_TOPIC_ARN = r"arn:aws(-cn|-us-gov)?:sns:[a-z]{2}(-gov)?-[a-z]+-\d:\d{12}:[A-
 # Slack's incoming webhooks (api.slack.com/messaging/webhooks): https://hooks.slack.com/services/T.../B.../...
 SLACK_WEBHOOK = re.compile(r"https://hooks\.slack\.com/services/[A-Za-z0-9]+/[A-Za-z0-9]+/[A-Za-z0-9]+")
 SLACK_WEBHOOK_KEY = "alertSlackWebhookUrl"
+
+
+NO_PROGRESS_MINUTES_DEFAULT = 20
+STRAGGLER_RATIO_DEFAULT = 0.8
+# Meta's Llama 3 run: 419 unexpected interruptions in 54 days on 16,384 H100 GPUs (2,048 nodes of 8), 78%
+# of them hardware ("The Llama 3 Herd of Models", arXiv 2407.21783, section 3.3.4): 419 / (54 * 2048).
+NODE_FAILURES_PER_DAY_DEFAULT = 0.0038
+
+
+class GoodputConfig(Model):
+    """The alerts that catch a slow or stalled job, and the plan's assumption about failures."""
+
+    no_progress_minutes: Int(ge=2, le=1440) = Field(
+        NO_PROGRESS_MINUTES_DEFAULT, description="alert when a running job that reports steps has reported none for "
+                                                 "this long (JobNoProgress)")
+    straggler_ratio: Number(gt=0, le=1) = Field(
+        STRAGGLER_RATIO_DEFAULT, description="alert when one node of a job runs below this fraction of its peers' "
+                                             "median: GPU utilisation, or steps per second for the job's reported "
+                                             "step time (JobStraggler)")
+    node_failures_per_day: Number(ge=0) = Field(
+        NODE_FAILURES_PER_DAY_DEFAULT, description="the plan's assumption: unexpected failures per GPU node per day "
+                                                   "(default: Meta's Llama 3 run on H100s), which sets the restarts "
+                                                   "and lost work it models per job")
 
 
 class ObservabilityConfig(Model):
@@ -44,6 +67,8 @@ class ObservabilityConfig(Model):
                           "sns:Publish to it only)")
     tensorboard: Bool = Field(True, description="a TensorBoard on the system nodes serving /fsx/tensorboard "
                                                 "read-only (needs `enabled`)")
+    goodput: GoodputConfig = Field(default_factory=GoodputConfig,
+                                   description="the goodput alerts' thresholds and the plan's failure rate")
 
     @property
     def tensorboard_on(self) -> bool:

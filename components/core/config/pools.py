@@ -20,6 +20,7 @@ CAPACITY_TYPES = ("ON_DEMAND", "SPOT", "CAPACITY_BLOCK")
 EFA_MODES = ("auto", "required", "disabled")
 PLACEMENT_MODES = ("auto", "cluster", "none")
 TOPOLOGY_MODES = ("auto", "off")
+REMEDIATION_MODES = ("off", "dry-run", "on")  # components.core.goodput.names.MODES
 
 IDLE_MINUTES_DEFAULT = 3
 IDLE_MINUTES_MAX = 60
@@ -133,6 +134,16 @@ class GpuPoolConfig(_PoolFacts, Model):
                             "close (`jobs[].placement`); none for other types; `off`: no topology, required with "
                             "`atomicScaleUp` false on a pool that scales (Kueue places by topology only onto nodes "
                             "that exist); Kueue cannot take a topology off a deployed pool (README, How jobs run)")
+    pre_step_check: Bool = Field(
+        True, description="a job of 2 or more nodes on this pool first runs a short all_reduce across exactly its "
+                          "nodes (seconds), judged against the type's expected bus bandwidth; a node that fails is "
+                          "quarantined and the job restarts without it (README, Goodput); applies when `efa` is on")
+    remediation: Choice(*REMEDIATION_MODES) = Field(
+        "off", description="what the goodput controller does with a node of this pool that a pre-step check or an "
+                           "alert (NCCL on sockets, a straggler, a fatal XID) blames: `on` quarantines it (taint, "
+                           "cordon) and deletes the job's pod on it so the gang restarts from its newest checkpoint on "
+                           "a replacement; `dry-run` only records what it would do on the job; `dry-run` and `on` need "
+                           "`observability.enabled`")
     root_volume_gib: Int(ge=50, le=16384) = Field(200, description="encrypted gp3 root volume")
     local_nvme_raid0: Bool = Field(True, description="assemble instance-store NVMe as RAID0 (nodeadm) where the "
                                                      "type has it")
@@ -164,6 +175,11 @@ class GpuPoolConfig(_PoolFacts, Model):
     @property
     def efa_enabled(self) -> bool:
         return self.efa != "disabled" and self.instance.efa_supported
+
+    @property
+    def checks_before_start(self) -> bool:
+        """Multi-node jobs on the pool run the pre-step check (it judges EFA bus bandwidth)."""
+        return self.pre_step_check and self.efa_enabled
 
     @property
     def uses_placement_group(self) -> bool:
@@ -281,6 +297,11 @@ class CpuPoolConfig(_PoolFacts, Model):
     @property
     def efa_enabled(self) -> bool:
         return False
+
+    @property
+    def checks_before_start(self) -> bool:
+        """Multi-node jobs on the pool run the pre-step check (it judges EFA bus bandwidth)."""
+        return self.pre_step_check and self.efa_enabled
 
     @property
     def uses_placement_group(self) -> bool:

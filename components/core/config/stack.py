@@ -318,6 +318,17 @@ class StackKeys(Model):
     def _budgets_need_a_month_of_metrics(self):
         yield from team_budget_problems(self.teams, self.observability.enabled, self.observability.retention_days)
 
+    @rule("gpu_pools", "observability.enabled")
+    def _remediation_reads_alerts(self):
+        # The controller acts on Prometheus' alerts; without the metrics stack it would wait for none.
+        if self.observability.enabled:
+            return
+        for i, pool in entries(self.gpu_pools):
+            if pool.remediation != "off":
+                yield f"gpuPools[{i}].remediation", (f"got {pool.remediation!r}, but observability.enabled is false: "
+                                                     "the controller acts on Prometheus' alerts; use off, or enable "
+                                                     "observability")
+
     @rule("teams", "admin_principal_arns")
     def _team_members(self):
         yield from team_member_problems(self.teams, self.admin_principal_arns)
