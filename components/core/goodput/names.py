@@ -35,7 +35,9 @@ ACTION_WOULD_QUARANTINE = "would-quarantine"  # dry-run: nothing changed
 PRE_STEP_EXIT_CODE = 86
 # The check's verdict is the container's termination message (/dev/termination-log, read by the
 # kubelet into status.containerStatuses[].state.terminated.message, at most 4096 bytes): one JSON
-# object under this key: {"node", "verdict", "reason", "busbw_gbps", "expected_gbps", "detail"}.
+# object under this key, the same in every pod of the job (rank 0 gathers every node's result; an
+# MPIJob's workers do not terminate, its launcher does): {"nodes": {<node>: {"verdict", "reason",
+# "detail"}}, "busbw_gbps", "expected_gbps", "seconds"}.
 PRE_STEP_MESSAGE_KEY = "gpucluster.io/pre-step-check"
 VERDICT_PASS, VERDICT_FAIL, VERDICT_PEER = "pass", "fail", "peer-failed"
 
@@ -46,3 +48,7 @@ PHASES = ("queued", "scaling_up", "pulling_image", "initialising", "training", "
 # The controller serves these (Prometheus text format) for the Grafana panel.
 GPU_SECONDS_METRIC = "gpucluster_job_gpu_seconds"  # gauge {namespace, gpucluster_job, phase}
 GOODPUT_METRIC = "gpucluster_job_goodput_ratio"  # gauge {namespace, gpucluster_job}: training / paid
+# The controller's record of a job's life (pods and logs go with each restart): a ConfigMap in the
+# job's namespace, named this prefix + the job's name, data[RECORD_KEY] = JSON (accounting.py).
+RECORD_PREFIX = "gpucluster-goodput-"
+RECORD_KEY = "record.json"
