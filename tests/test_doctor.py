@@ -113,6 +113,13 @@ EXPECTED = {
     "created-before-topology": (["created-before-topology"],
                                 "pod set node: 4 pods on pool h100, no topology request (no kueue.x-k8s.io/podset-"
                                 "required-topology, -preferred-topology or -unconstrained-topology annotation)"),
+    # Goodput (tests/test_doctor_goodput.py has their variations):
+    "pre-step-check-failed": (["pre-step-check-failed"],
+                              'terminated with exit code 86: {"busbw_gbps": null, "expected_gbps": 487.0, "nodes": '
+                              '{"ip-10-0-64-11.ec2.internal": {"detail": "32 EFA devices, 8 GPUs", "reason": "ok", '
+                              '"verdict": "pass"}, "ip-10-0-64-12.ec2.internal": {"detail": "0 of 32 EFA devices under '
+                              '/sys/class/infiniband", "reason": "efa-missing", "verdict": "fail"}}, "seconds": 4.2}'),
+    "node-quarantined": (["node-quarantined"], "quarantined ip-10-0-64-12.ec2.internal (straggler, mode on)"),
     "team-budget-reached": (["team-budget-reached"],
                             "month-to-date spend 151,872.40 USD of its monthlyBudgetUsd 150,000.00 (101 %), 2026-12 "
                             "(UTC)"),

@@ -211,6 +211,8 @@ def test_the_doctor_causes_the_readme_lists_are_the_registry_s():
         "waiting-for-all-nodes": "a job waiting for all N nodes of its atomic scale-up",
         "network-domain": "a job that cannot fit in one network domain",
         "created-before-topology": "a job queued before its pool got a network topology",
+        "pre-step-check-failed": "a pre-step check that failed",
+        "node-quarantined": "a node the goodput controller quarantined",
     }
     assert sorted(words) == sorted(causes.CAUSES), "a new cause: name it in README's list and here"
     assert [w for w in words.values() if w not in listed] == []

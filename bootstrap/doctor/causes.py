@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from bootstrap.doctor import rules_logs, rules_nodes, rules_pods, rules_scaling
+from bootstrap.doctor import rules_goodput, rules_logs, rules_nodes, rules_pods, rules_scaling
 from bootstrap.doctor.bundle import Bundle
 from bootstrap.doctor.findings import Finding
 from bootstrap.doctor.kueue import (
@@ -20,6 +20,7 @@ from bootstrap.doctor.kueue import (
     rules_unevaluated,
     rules_upgrade,
 )
+from components.core.goodput import names
 
 Rule = Callable[[Bundle], list[Finding]]
 
@@ -31,6 +32,8 @@ RULES: tuple[Rule, ...] = (
     rules_nodes.gpu_xid,
     rules_nodes.node_unhealthy,
     rules_nodes.devices_missing,
+    rules_goodput.pre_step_check_failed,
+    rules_goodput.node_quarantined,
     rules_pods.oom_killed,
     rules_logs.cuda_oom,
     rules_logs.loss_trouble,
@@ -70,6 +73,10 @@ CAUSES: dict[str, tuple[str, str]] = {
     "efa-not-allocatable": ("allocatable vpc.amazonaws.com/efa below the type's EFA devices",
                             "components/core/hardware catalog.py, efa.py; kube-scheduler fit.go"),
     "gpu-not-allocatable": ("allocatable nvidia.com/gpu below the type's GPUs", "components/core/hardware/catalog.py"),
+    "pre-step-check-failed": (f"a container terminated with exit code {names.PRE_STEP_EXIT_CODE} and the check's "
+                              "verdict as its termination message", "components/core/goodput/precheck.py"),
+    "node-quarantined": ("the job's gpucluster.io/remediations annotation (quarantined, or would-quarantine in "
+                         "dry-run)", "components/core/goodput/controller.py"),
     "oom-killed": ("container (last) terminated reason OOMKilled", "kubelet"),
     "cuda-oom": ("'torch.OutOfMemoryError: CUDA out of memory' / 'CUDA error: out of memory'",
                  "PyTorch CUDACachingAllocator.cpp"),

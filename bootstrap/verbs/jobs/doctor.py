@@ -28,6 +28,7 @@ import argparse
 import json
 import os
 import sys
+import textwrap
 from datetime import UTC, datetime
 
 from bootstrap.doctor import causes, findings
@@ -40,7 +41,9 @@ PROG = "python -m bootstrap doctor"
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG, description="Why a training job waits or failed: each cause with its evidence and fix.",
-        epilog="causes: " + ", ".join(causes.CAUSES))
+        # Wrapped here, never inside a cause id (argparse would break at its hyphens).
+        epilog=textwrap.fill("causes: " + ", ".join(causes.CAUSES), 79, break_on_hyphens=False),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("job", nargs="?", help="the MPIJob, TrainJob or JobSet (default: every job of the namespace)")
     parser.add_argument("--stack", help="the stack: its kubeconfig output, trainingNamespace, pools, AWS identity")
     parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, else the stack's output)")
