@@ -281,7 +281,8 @@ def test_the_section_is_all_the_text_it_adds():
     report = plan_report.build_report(stack_config("prod"), rec, [])
     tree = plan_text.resource_tree(rec)
     full = plan_text.render(report, tree)
-    start, end = full.index(f"\n\n{HEADER}\n"), full.index("\n\nMonitoring (")
+    start = full.index(f"\n\n{HEADER}\n")
+    end = full.index("\n\n", start + 2)  # the next section (Goodput)
     assert full[:start] + full[end:] == plan_text.render({k: v for k, v in report.items() if k != "placement"}, tree)
     # After the jobs it speaks of.
     assert full.index("\nJobs (queued in Kueue") < start

@@ -15,6 +15,7 @@ from bootstrap import stackfile
 from bootstrap.offline import mocks
 from components.core import config, node_updates
 from components.core.placement import plan as placement
+from components.core.planning import goodput
 from policy.rules import check_recording
 
 SECRET = "[secret]"
@@ -114,9 +115,8 @@ def job_identity_summary(cfg: config.StackConfig, recording: mocks.Recording) ->
 
 def job_rows(cfg: config.StackConfig) -> list[dict[str, Any]]:
     """Each job (and fabric test) with its queue, start order, deadline and worst-case cost."""
-    from components.core import images
     from components.core.kube import admission, launcher, queueing
-    from components.core.planning import jobsizing, ps_sizing, startup, teardown
+    from components.core.planning import jobsizing, ps_sizing, teardown
 
     starts = admission.stack_schedule(cfg)
     queue = f"{cfg.training_namespace}/{queueing.LOCAL_QUEUE}"
@@ -140,9 +140,8 @@ def job_rows(cfg: config.StackConfig) -> list[dict[str, Any]]:
                **_start(starts, job.name), "teardown": teardown.teardown(job, cfg).to_dict(), "sizing": None,
                "parameterServers": ({"pool": job.ps_pool, "replicas": job.ps_replicas} if job.launcher == "ps"
                                     else None)}
-        cached = cfg.image_cache and job.image.startswith(f"{images.PUBLIC_ECR}/")
         pulling = job.nodes + (job.ps_replicas if job.launcher == "ps" else 0)
-        row["timeToFirstStep"] = startup.time_to_first_step(pulling, gpu=True, through_cache=cached).to_dict()
+        row["timeToFirstStep"] = goodput.first_step(cfg, job, pulling).to_dict()
         if job.model is not None:
             row["sizing"] = jobsizing.size_job(job, pool, cfg.prices).to_dict()
             if job.launcher == "ps":
@@ -258,6 +257,7 @@ def build_report(cfg: config.StackConfig, recording: mocks.Recording, standins: 
         "jobs": (jobs := job_rows(cfg)),
         "startsNow": starts_now(cfg, jobs),
         "placement": integral(placement.plan(cfg, reserved_nodes(recording)).to_dict()),
+        "goodput": integral(goodput.plan(cfg)),
         "cost": {"minPerHour": estimate.get("min"), "maxPerHour": estimate.get("max"),
                  "minPerMonth": estimate.get("minPerMonth"), "maxPerMonth": estimate.get("maxPerMonth"),
                  "pausedPerHour": estimate.get("paused"), "lines": estimate.get("lines", []),

@@ -9,7 +9,7 @@ from bootstrap.offline import mocks
 from bootstrap.offline.plan_report import integral
 from components.core.node_updates import ROLL_NOTE
 from components.core.placement import plan as placement
-from components.core.planning import ps_sizing, startup
+from components.core.planning import goodput, ps_sizing, startup
 
 # EC2 User Guide, "Spot Instance interruption notices"; README, Spot.
 SPOT_NOTE = ("    Spot: EC2 may reclaim a node with two minutes' notice; its job restarts from its last checkpoint "
@@ -174,6 +174,7 @@ def render(report: dict[str, Any], tree: list[str]) -> str:
     else:
         out.append("  `pulumi up` starts no job: nothing bills for GPUs until one is submitted")
     out += placement.render(report.get("placement"))
+    out += goodput.render(report.get("goodput"))
     out += _monitoring(report.get("monitoring"))
     c = report["cost"]
     out += ["", "Estimated on-demand cost (USD/hour)"]
