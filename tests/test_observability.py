@@ -35,7 +35,10 @@ TOPIC = "arn:aws:sns:us-east-1:210987654321:gpu-alerts"
 # which its teams' budgets need (a budget is checked against what Prometheus kept since the 1st).
 PROD_RETENTION = {"retentionDays": 32}
 # For a test of a setting no budget allows (the stack off, a retention under a month): prod without teams.
-NO_TEAMS = {"gpucluster:teams": []}
+# Without observability prod also gives up its teams' budgets and its pool's remediation (both read Prometheus).
+NO_PROMETHEUS_READERS = {"gpucluster:teams": [],
+            "gpucluster:gpuPools": [{**pool, "remediation": "off"}
+                                    for pool in yaml.safe_load(stack_raw("prod")["gpucluster:gpuPools"])]}
 
 
 # -- what the exporters emit, read from their own files ------------------------------------------
@@ -178,7 +181,8 @@ def test_every_rule_parses_names_only_emitted_metrics_and_has_a_runbook():
     assert {r["alert"] for r in alerting} == {
         "GpuXidNeedsNodeReplacement", "JobGpusIdle", "EfaErrorsRising", "PoolNodeNotReady",
         "PoolNodeHardwareCondition", "WorkloadPendingTooLong", "JobPodsPendingTooLong", "JobNearDeadline",
-        "TeamBudgetAt80Percent", "TeamBudgetReached"}  # the last two: prod's teams have budgets (test_spend.py)
+        "TeamBudgetAt80Percent", "TeamBudgetReached",  # these two: prod's teams have budgets (test_spend.py)
+        "NcclOnSockets", "JobStraggler", "JobGpuXidNeedsNodeReplacement", "JobNoProgress"}  # test_goodput_alerts.py
 
 
 def test_alert_thresholds_come_from_the_stack():
@@ -517,7 +521,7 @@ def test_operators_without_a_chart_monitor_get_ours_after_the_crds(prod):
 
 
 def test_disabled_leaves_the_metrics_stack_out(run_stack):
-    rec = run_stack("prod", {"gpucluster:observability": {"enabled": False}, **NO_TEAMS})
+    rec = run_stack("prod", {"gpucluster:observability": {"enabled": False}, **NO_PROMETHEUS_READERS})
     charts = {r.inputs["chart"] for r in rec.of_type("kubernetes:helm.sh/v3:Release")}
     assert not charts & {"kube-prometheus-stack", "dcgm-exporter"}
     assert objects(rec, "DaemonSet") == [] and objects(rec, "PrometheusRule") == []
@@ -604,7 +608,7 @@ def test_a_system_node_group_too_small_is_refused_with_the_shortfall_and_a_size_
 def test_the_sums_count_daemonsets_per_node_and_the_metrics_stack_only_when_on():
     on = system_nodes.capacity(stack_config("prod"))
     # Off needs prod without its teams' budgets; teams run no system pod, so the difference is the stack's.
-    off = system_nodes.capacity(stack_config("prod", {"gpucluster:observability": {"enabled": False}, **NO_TEAMS}))
+    off = system_nodes.capacity(stack_config("prod", {"gpucluster:observability": {"enabled": False}, **NO_PROMETHEUS_READERS}))
     prometheus = footprint(stack_config("prod")).prometheus_resources["requests"]
     # prometheus, operator, AM, the two config reloaders, grafana, KSM, NE x3, TB
     stack_cpu = 500 + 100 + 20 + 2 * 10 + (100 + 2 * 10) + 50 + 3 * 20 + 100
@@ -625,7 +629,7 @@ def test_the_plan_lists_the_monitoring_pieces(prod):
 
 
 def test_the_volume_is_fixed_and_the_estimate_only_warns(run_stack):
-    small = footprint(stack_config("prod", {"gpucluster:observability": {"retentionDays": 1}, **NO_TEAMS}))
+    small = footprint(stack_config("prod", {"gpucluster:observability": {"retentionDays": 1}, **NO_PROMETHEUS_READERS}))
     large = footprint(stack_config("prod", {"gpucluster:observability": {"retentionDays": 180}}))
     # The size never follows maxNodes or retention: the operator cannot resize a claim it made.
     assert small.volume_gib == large.volume_gib == 100

@@ -176,7 +176,8 @@ def test_dev_s_rules_are_what_they_were():
         alerts.JOB_POD, alerts.JOB_NODE, alerts.JOB_START, alerts.NODE_BANDWIDTH, alerts.COST]
     assert [r["alert"] for r in rule["spec"]["groups"][1]["rules"]] == [
         "GpuXidNeedsNodeReplacement", "JobGpusIdle", "EfaErrorsRising", "PoolNodeNotReady",
-        "PoolNodeHardwareCondition", "WorkloadPendingTooLong", "JobPodsPendingTooLong", "JobNearDeadline"]
+        "PoolNodeHardwareCondition", "WorkloadPendingTooLong", "JobPodsPendingTooLong", "JobNearDeadline",
+        "JobStraggler", "JobGpuXidNeedsNodeReplacement", "JobNoProgress"]  # goodput_alerts.py: no EFA, no NcclOnSockets
 
 
 # -- the dashboard ------------------------------------------------------------------------------------------

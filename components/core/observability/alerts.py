@@ -16,21 +16,21 @@ from typing import Any
 from components.core.config import StackConfig
 from components.core.hardware import catalog
 from components.core.kube import workers
+from components.core.observability import goodput_alerts, spend
 from components.core.observability import metrics as m
-from components.core.observability import spend
 from components.core.planning import teardown
 
 API_VERSION = "monitoring.coreos.com/v1"
 JOB_POD = m.JOB_POD  # 1 per (namespace, pod, gpucluster_job)
 # A job is its namespace and name: teams may each run a job of the same name.
-JOB_NODE = "gpucluster:job_node:info"  # 1 per (namespace, node, gpucluster_job)
+JOB_NODE = m.JOB_NODE
 JOB_START = "gpucluster:job_start_time:seconds"  # the oldest pod's start, per (namespace, gpucluster_job)
 NODE_BANDWIDTH = "gpucluster:node_network_bandwidth:gbps"  # the instance type's, per node
 COST = "gpucluster:cluster_cost_usd_per_hour"  # nodes running now, at the stack's prices
-IDLE_GPU_PERCENT = 10
+IDLE_GPU_PERCENT = m.IDLE_GPU_PERCENT
 IDLE_MINUTES = 15
 DEADLINE_SHARE = 0.9
-XID_ALERT_HOURS = 6
+XID_ALERT_HOURS = m.XID_ALERT_HOURS
 RUNBOOK = m.RUNBOOK  # the annotation every alert carries
 
 
@@ -67,12 +67,7 @@ def recording_rules(cfg: StackConfig) -> list[dict[str, Any]]:
     ]
 
 
-def _alert(name: str, expr: str, minutes: int, severity: str, summary: str, runbook: str) -> dict[str, Any]:
-    rule: dict[str, Any] = {"alert": name, "expr": expr, "labels": {"severity": severity},
-                            "annotations": {"summary": summary, RUNBOOK: runbook}}
-    if minutes:
-        rule["for"] = f"{minutes}m"
-    return rule
+_alert = m.alert
 
 
 def alert_rules(cfg: StackConfig) -> list[dict[str, Any]]:
@@ -135,7 +130,7 @@ def alert_rules(cfg: StackConfig) -> list[dict[str, Any]]:
             "warning", f"Job {cfg.namespace_of(job)}/{job.name} is past 90% of its {deadline} s deadline (or cost bound)",
             "It will be stopped at the deadline: let it checkpoint, or raise runPolicy.activeDeadlineSeconds / "
             "maxCostUsd and `pulumi up` before then."))
-    return rules + spend.budget_alerts(cfg)
+    return rules + spend.budget_alerts(cfg) + goodput_alerts.alert_rules(cfg)
 
 
 def prometheus_rule(cfg: StackConfig, namespace: str) -> dict[str, Any]:

@@ -15,6 +15,8 @@ pinned exporters' own lists in tests/upstream/metrics):
 
 from __future__ import annotations
 
+from typing import Any
+
 from components.core.kube import nodepool
 
 # kube-state-metrics turns an allow-listed label `a.b/c-d` into `label_a_b_c_d`
@@ -30,8 +32,23 @@ POD_LABELS_ALLOWED = ("gpucluster.io/job", "jobset.sigs.k8s.io/jobset-name")
 JOB = "gpucluster_job"
 # Recorded by our rules (alerts.py): 1 per (namespace, pod, gpucluster_job).
 JOB_POD = "gpucluster:job_pod:info"
+# Recorded by our rules (alerts.py): 1 per (namespace, node, gpucluster_job).
+JOB_NODE = "gpucluster:job_node:info"
 # The annotation every alert of ours carries.
 RUNBOOK = "runbook"
+# Thresholds the alerts share (alerts.py, goodput_alerts.py): a GPU under this % is idle; a fatal XID
+# keeps its alerts firing this long (the gauge holds the last XID only).
+IDLE_GPU_PERCENT = 10
+XID_ALERT_HOURS = 6
+
+
+def alert(name: str, expr: str, minutes: int, severity: str, summary: str, runbook: str) -> dict[str, Any]:
+    """A PrometheusRule alert of ours: a severity, a summary and a one-line runbook."""
+    rule: dict[str, Any] = {"alert": name, "expr": expr, "labels": {"severity": severity},
+                            "annotations": {"summary": summary, RUNBOOK: runbook}}
+    if minutes:
+        rule["for"] = f"{minutes}m"
+    return rule
 
 # EFA counters: one family, a series per device, port and hw_counter file.
 EFA_COUNTER = "gpucluster_efa_hw_counter"
@@ -47,6 +64,8 @@ JOB_METRICS = {
     "gpucluster_job_tokens_per_second": "training throughput, tokens/s, a gauge per rank",
     "gpucluster_job_step_seconds": "wall time of the last optimizer step, a gauge per rank",
     "gpucluster_job_loss": "the last training loss, a gauge (TensorBoard has the curves)",
+    # JobNoProgress (goodput_alerts.py) fires when no pod of a job counts one for noProgressMinutes.
+    "gpucluster_job_steps_total": "optimizer steps completed, a counter per rank",
 }
 
 # EKS node monitoring agent conditions (EKS User Guide, "Detect node health issues and enable
