@@ -8,6 +8,7 @@ import pytest
 
 from components.core.kube import launcher, queueing, trainer, workers
 from components.core.kube.nodepool import SYSTEM_NODE_LABEL
+from components.core.placement import prestep
 from tests import k8s
 from tests.conftest import stack_config
 
@@ -102,18 +103,26 @@ def worker_resources(m: dict) -> dict:
 
 
 def launcher_command(m: dict) -> list[str]:
-    """mpirun's argv, after the first-contact wrapper (tests/test_first_contact.py) that execs it."""
+    """mpirun's argv, after the first-contact wrapper (tests/test_first_contact.py) that execs it and the pre-step
+    check's (tests/test_prestep_render.py) that execs it in turn on a multi-node job of an EFA pool."""
     (container,) = m["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"]
     command = container["command"]
     assert command[:2] == ["/bin/sh", "-c"] and command[3] == "gpucluster-first-contact"
-    return command[4:]
+    return unwrap_pre_step(command[4:])
+
+
+def unwrap_pre_step(command: list[str]) -> list[str]:
+    """The job's own command inside the pre-step check's wrapper (placement.prestep.wrap), if it has one."""
+    if command[:2] == ["/bin/sh", "-c"] and command[3] == "gpucluster-pre-step":
+        return command[4:]
+    return command
 
 
 def env_of(m: dict) -> dict[str, str]:
     """The environment the training processes get (a TrainJob's trainer.env upserted over the runtime's)."""
     if m["kind"] == "TrainJob":
         env = {e["name"]: e["value"] for e in worker_container(m)["env"]}
-        env.update({e["name"]: e["value"] for e in m["spec"]["trainer"].get("env", [])})
+        env.update({e["name"]: e["value"] for e in m["spec"]["trainer"].get("env", []) if "value" in e})
         return {k: v for k, v in env.items() if v != ""}
     cmd = launcher_command(m)
     pairs = [cmd[i + 1] for i, arg in enumerate(cmd) if arg == "-x" and "=" in cmd[i + 1]]
@@ -229,7 +238,7 @@ def test_job_env_overrides_win_and_empty_removes():
     torch = manifest("tuned-torch")
     assert env_of(torch)["NCCL_DEBUG"] == "WARN"
     # Trainer upserts over the runtime's variables: a removed one is set empty there.
-    trainer_env = {e["name"]: e["value"] for e in torch["spec"]["trainer"]["env"]}
+    trainer_env = {e["name"]: e["value"] for e in torch["spec"]["trainer"]["env"] if "value" in e}
     assert trainer_env["FI_EFA_FORK_SAFE"] == "" and "FI_EFA_FORK_SAFE" not in env_of(torch)
     assert "FI_PROVIDER" not in trainer_env  # the runtime's, unchanged, not repeated
 
@@ -284,23 +293,32 @@ def test_trainjob_against_our_runtime():
     assert "suspend" not in spec
     # Ours labels the node pods like an MPIJob's (Trainer copies no TrainJob label to its pods), and carries the
     # job's placement: 2 x p5.48xlarge prefer one layer-3 domain (tests/test_placement_render.py).
+    # A 2-node job of an EFA pool starts with the pre-step check (tests/test_prestep_render.py): its code's volume.
     assert spec["runtimePatches"] == [{"manager": "gpucluster.io/launcher", "trainingRuntimeSpec": {"template": {
         "spec": {"replicatedJobs": [{"name": "node", "template": {"spec": {"template": {"metadata": {"labels": {
             "app.kubernetes.io/part-of": "gpucluster", "gpucluster.io/job": "torch-h100",
             "gpucluster.io/pool": "h100"}, "annotations": {
-            "kueue.x-k8s.io/podset-preferred-topology": "topology.k8s.aws/network-node-layer-3"}}}}}}]}}}}]
+            "kueue.x-k8s.io/podset-preferred-topology": "topology.k8s.aws/network-node-layer-3"}},
+            "spec": {"volumes": [{"name": "gpucluster-goodput-code",
+                                  "configMap": {"name": "gpucluster-goodput-code", "defaultMode": 0o444}}],
+                     "containers": [{"name": "node", "volumeMounts": [{
+                         "name": "gpucluster-goodput-code", "mountPath": "/opt/gpucluster/goodput/gpucluster_goodput",
+                         "readOnly": True}]}]}}}}}]}}}}]
     assert spec["trainer"] == {
         "numNodes": 2, "numProcPerNode": 8, "image": IMAGE,
-        "command": ["torchrun", "--no-python", "python", "train.py", "--steps=10"],
+        "command": prestep.torchrun_command(["torchrun", "--no-python", "python", "train.py", "--steps=10"]),
         "env": [{"name": "GPUCLUSTER_JOB", "value": "torch-h100"},
                 {"name": "GPUCLUSTER_DATASET_DIR", "value": "/fsx/datasets"},
                 {"name": "GPUCLUSTER_CHECKPOINT_DIR", "value": "/fsx/checkpoints"},
-                {"name": "GPUCLUSTER_TENSORBOARD_DIR", "value": "/fsx/tensorboard/torch-h100"}],
+                {"name": "GPUCLUSTER_TENSORBOARD_DIR", "value": "/fsx/tensorboard/torch-h100"},
+                {"name": "GPUCLUSTER_PRE_STEP_EFA_DEVICES", "value": "32"},
+                {"name": "GPUCLUSTER_PRE_STEP_EXPECTED_GBPS", "value": "487"},
+                {"name": "GPUCLUSTER_NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
         "resourcesPerNode": workers.worker_resources(CFG.pool("h100"), 8),
     }
     assert "activeDeadlineSeconds" not in spec
     tuned = manifest("tuned-torch")
-    assert tuned["spec"]["trainer"]["command"] == ["torchrun", "train.py"]
+    assert unwrap_pre_step(tuned["spec"]["trainer"]["command"]) == ["torchrun", "train.py"]
     assert tuned["spec"]["runtimeRef"]["name"] == "gpucluster-torch-h100-r7-m" + __import__(
         "hashlib").sha256(b"/data").hexdigest()[:6]
     assert manifest("torch-l40s")["spec"]["trainer"]["numProcPerNode"] == 1
@@ -325,10 +343,11 @@ def test_runtime_is_the_trainer_node_with_a_whole_gang_restart():
 
 def test_a_job_with_its_own_mount_path_gets_its_own_runtime():
     tuned = manifest("tuned-torch")
-    # The mount is the runtime's: our patch carries pod metadata only (labels, a topology request), never a pod spec.
+    # The mount is the runtime's: our patch carries pod metadata (labels, a topology request) and, as a 4-node job
+    # of an EFA pool, the pre-step check's code; never the file system's volume.
     (patch,) = tuned["spec"]["runtimePatches"]
     (node,) = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
-    assert list(node["template"]["spec"]["template"]) == ["metadata"]
+    assert [v["name"] for v in node["template"]["spec"]["template"]["spec"]["volumes"]] == ["gpucluster-goodput-code"]
     mounts = {m["mountPath"]: m["name"] for m in worker_container(tuned)["volumeMounts"]}
     assert mounts == {"/dev/shm": "dshm", "/data": "fsx"}
     assert trainer.runtime_name(CFG.pool("h100"), 3) == "gpucluster-torch-h100-r3"

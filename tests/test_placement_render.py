@@ -183,9 +183,16 @@ def test_workers_ask_for_a_topology_exactly_where_their_flavor_has_one():
 
 # -- what changes for dev and prod, and what does not ----------------------------------------------------------
 
-def _pools_off(stack: str) -> list[dict[str, Any]]:
+def _pools_unchecked(stack: str) -> list[dict[str, Any]]:
+    """The stack's pools without issue 32's pre-step check, which multi-node jobs of EFA pools start with
+    (tests/test_prestep_render.py): what placement alone changes."""
     pools = stack_yaml.parse((ROOT / f"Pulumi.{stack}.yaml").read_text(), "gpucluster").config["gpucluster:gpuPools"]
-    return [{**p, "topology": "off"} for p in pools]
+    return [{**p, "preStepCheck": False} for p in pools]
+
+
+def _pools_off(stack: str) -> list[dict[str, Any]]:
+    """The stack's pools without a topology (and without the pre-step check)."""
+    return [{**p, "topology": "off"} for p in _pools_unchecked(stack)]
 
 
 def rendered(cfg) -> dict[str, dict[str, Any]]:
@@ -207,8 +214,9 @@ def _digest(obj: dict[str, Any]) -> str:
 
 
 def _no_topology_stack():
-    pools = [{"name": "a10", "instanceType": "g5.48xlarge", "maxNodes": 4, "fabricTest": True},
-             {"name": "h100", "instanceType": "p5.48xlarge", "maxNodes": 4, "topology": "off", "fabricTest": True}]
+    pools = [{"name": "a10", "instanceType": "g5.48xlarge", "maxNodes": 4, "fabricTest": True, "preStepCheck": False},
+             {"name": "h100", "instanceType": "p5.48xlarge", "maxNodes": 4, "topology": "off", "fabricTest": True,
+              "preStepCheck": False}]
     jobs = [_job(f"{name}-{pool}", name, pool, 2, None) for pool in ("a10", "h100") for name in LAUNCHERS]
     jobs.append(_job("none-h100", "mpirun", "h100", 4, {"policy": "none"}))
     return stack_config("dev", {"gpucluster:gpuPools": pools, "gpucluster:cpuPools": CPU_POOLS,
@@ -217,7 +225,8 @@ def _no_topology_stack():
 
 
 # Recorded at 9759816, before placement was rendered (json.dumps of each object, key order kept): what a stack
-# without a topology rendered then, it renders now, so `pulumi up` replaces none of its jobs.
+# without a topology (and without the pre-step check, issue 32) rendered then, it renders now, so `pulumi up`
+# replaces none of its jobs.
 BEFORE_ISSUE_30 = {
     "dev": {"smoke": "4a3671d098bda037", "gpucluster-torch-dev-r3": "809e881bdaf30515"},
     "prod": {"llama-70b": "172da91005d67d76", "gpucluster-torch-h100-r10-g120": "c7b96475a3db3550",
@@ -269,7 +278,7 @@ NODE_PATCH = ("spec", "runtimePatches", 0, "trainingRuntimeSpec", "template", "s
 ])
 def test_dev_and_prod_gain_one_worker_annotation_per_job_and_nothing_else(stack, expected):
     overrides = prod_started if stack == "prod" else (lambda extra=None: extra)
-    now = rendered(stack_config(stack, overrides()))
+    now = rendered(stack_config(stack, overrides({"gpucluster:gpuPools": _pools_unchecked(stack)})))
     off = rendered(stack_config(stack, overrides({"gpucluster:gpuPools": _pools_off(stack)})))
     assert set(now) == set(off)
     changed = {name: _added(off[name], now[name]) for name in now}

@@ -336,11 +336,14 @@ def test_workload_requests(prod):
 
     trainjob_type = "kubernetes:trainer.kubeflow.org/v1alpha1:TrainJob"
     trainjob = props_of(prod, trainjob_type)
-    # Its runtimePatches mount the scripts into the runtime's container: a patch, not a container of its own.
+    # Its runtimePatches mount the scripts (and the pre-step check's code) into the runtime's container: a patch,
+    # not a container of its own.
     assert trainjob["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0][
         "template"]["spec"]["template"]["spec"]["containers"] == [
         {"name": "node", "volumeMounts": [{"name": "scripts", "mountPath": "/opt/gpucluster/scripts",
-                                           "readOnly": True}]}]
+                                           "readOnly": True},
+                                          {"name": "gpucluster-goodput-code", "readOnly": True,
+                                           "mountPath": "/opt/gpucluster/goodput/gpucluster_goodput"}]}]
     assert validate("workload-requests", trainjob_type, trainjob) == []
     del trainjob["spec"]["trainer"]["resourcesPerNode"]
     assert "resourcesPerNode has no requests" in validate("workload-requests", trainjob_type, trainjob)[0]

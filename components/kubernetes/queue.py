@@ -13,8 +13,10 @@ they are created after the release and, on destroy, deleted before it.
 The training namespace's NetworkPolicies (components.core.kube.network_policy)
 are registered here too, with the LocalQueue that admits jobs into it: they
 need only the namespace, and every job (which waits for `ready`) is created
-after them. Kueue's ServiceMonitor is ours, after the Prometheus Operator's
-CRDs; nothing else here waits for the metrics stack.
+after them. So is the pre-step check's code (components.core.placement.prestep),
+a ConfigMap in each job namespace while a pool checks its jobs. Kueue's
+ServiceMonitor is ours, after the Prometheus Operator's CRDs; nothing else here
+waits for the metrics stack.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from components.core.config import SystemNodesConfig
 from components.core.config.teams import TeamConfig
 from components.core.kube import network_policy, nodepool, queueing
 from components.core.observability import prometheus_stack, scrape
-from components.core.placement import provisioning, topology
+from components.core.placement import prestep, provisioning, topology
 from components.core.teams import access as team_access
 from components.core.teams import queues as team_queues
 from components.kubernetes.objects import KubernetesObject, release_in_own_namespace
@@ -112,6 +114,9 @@ class Queue(pulumi.ComponentResource):
             KubernetesObject(f"{name}-netpol-{policy['metadata']['name']}", policy, pulumi.ResourceOptions(
                 **k8s_opts, depends_on=[args.namespace_resource, *args.depends_on]))
             for policy in network_policy.training_policies(args.namespace, prometheus_stack.NAMESPACE)]
+        # The pre-step check's code (components.core.placement.prestep), in each namespace jobs run in.
+        code = [self._code(f"{name}-goodput-code", args.namespace, args.namespace_resource, args)
+                ] if prestep.needed(args.pools) else []
         team_objects = []
         if args.teams:
             pods = KubernetesObject(f"{name}-team-pod-policy", team_access.pod_policy(args.teams),
@@ -122,7 +127,7 @@ class Queue(pulumi.ComponentResource):
         for team in args.teams:
             team_objects += self._team(f"{name}-team-{team.name}", team, args, checked, custom)
         self.ready = [self.release, *self.topologies, *self.admission_checks, *flavors, cluster_queue, local_queue,
-                      *priorities, *self.network_policies, *team_objects]
+                      *priorities, *self.network_policies, *code, *team_objects]
         if args.metrics_crds:
             # After the CRDs (and the release, so its Service): a ServiceMonitor needs nothing else.
             KubernetesObject(f"{name}-monitor", scrape.kueue_service_monitor(), pulumi.ResourceOptions(
@@ -133,6 +138,14 @@ class Queue(pulumi.ComponentResource):
         self.register_outputs({"clusterQueue": self.cluster_queue_name, "localQueue": self.local_queue_name,
                                "stopPolicy": args.stop_policy, "kueueChartVersion": v.KUEUE_CHART_VERSION,
                                **({"teamClusterQueues": self.team_cluster_queues} if args.teams else {})})
+
+    def _code(self, name: str, namespace: str, namespace_resource: pulumi.Resource,
+              args: QueueArgs) -> k8s.core.v1.ConfigMap:
+        """The pre-step check's code in a job namespace; after the system nodes, like the policies, so that every
+        object of the namespace is gone before them."""
+        obj = prestep.code_config_map(namespace)
+        return k8s.core.v1.ConfigMap(name, metadata=obj["metadata"], data=obj["data"], opts=pulumi.ResourceOptions(
+            parent=self, provider=args.provider, depends_on=[namespace_resource, *args.depends_on]))
 
     def _team(self, name: str, team: TeamConfig, args: QueueArgs, named: list[KubernetesObject],
               custom) -> list[pulumi.Resource]:
@@ -154,4 +167,6 @@ class Queue(pulumi.ComponentResource):
         netpols = [KubernetesObject(f"{name}-netpol-{p['metadata']['name']}", p, pulumi.ResourceOptions(
             parent=self, provider=args.provider, depends_on=[namespace, *args.depends_on]))
             for p in network_policy.training_policies(team.namespace, prometheus_stack.NAMESPACE)]
-        return [queue, local, role, binding, policy, policy_binding, *netpols]
+        code = [self._code(f"{name}-goodput-code", team.namespace, namespace, args)
+                ] if prestep.needed(args.pools) else []
+        return [queue, local, role, binding, policy, policy_binding, *netpols, *code]

@@ -54,7 +54,9 @@ PROJECT_DIR = Path(__file__).resolve().parents[3]
 SCRIPTS_MAX_BYTES = 900 * 1024
 CONFIG_MAP_KEY = r"[-._a-zA-Z0-9]+"
 # Paths a job's mountPath must stay off: our /dev/shm and scripts volumes, and what the container's system uses.
-MOUNTED_BY_US = ("/dev/shm", SCRIPTS_DIR)
+# The goodput package the pre-step check runs (components.core.placement.prestep mounts it there).
+PRE_STEP_CODE_DIR = "/opt/gpucluster/goodput"
+MOUNTED_BY_US = ("/dev/shm", SCRIPTS_DIR, PRE_STEP_CODE_DIR)
 SYSTEM_PATHS = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib64", "/proc", "/sbin", "/sys", "/usr", "/var/run",
                 "/run")
 _COUNT_TEXT = "a positive count such as 7e9 or 7B"

@@ -46,7 +46,8 @@ class ObservabilityConfig(Model):
     """Prometheus, Grafana, Alertmanager, the GPU and EFA exporters, dashboards, alerts and TensorBoard."""
 
     enabled: Bool = Field(True, description="install the metrics stack, dashboards, alerts and TensorBoard; required "
-                                            "by a team's `teams[].monthlyBudgetUsd`")
+                                            "by a team's `teams[].monthlyBudgetUsd` and a pool's "
+                                            "`gpuPools[].remediation` dry-run or on")
     retention_days: Int(ge=1, le=365) = Field(
         RETENTION_DAYS_DEFAULT, description="days of metrics Prometheus keeps on its gp3 volume; at least 32 (a "
                                             "month and a day) with a `teams[].monthlyBudgetUsd`")

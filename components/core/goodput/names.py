@@ -37,7 +37,8 @@ PRE_STEP_EXIT_CODE = 86
 # kubelet into status.containerStatuses[].state.terminated.message, at most 4096 bytes): one JSON
 # object under this key, the same in every pod of the job (rank 0 gathers every node's result; an
 # MPIJob's workers do not terminate, its launcher does): {"nodes": {<node>: {"verdict", "reason",
-# "detail"}}, "busbw_gbps", "expected_gbps", "seconds"}.
+# "detail"}}, "busbw_gbps", "expected_gbps", "seconds"}, and "error" when the check could not finish
+# (it then blames no node).
 PRE_STEP_MESSAGE_KEY = "gpucluster.io/pre-step-check"
 VERDICT_PASS, VERDICT_FAIL, VERDICT_PEER = "pass", "fail", "peer-failed"
 

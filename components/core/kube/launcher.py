@@ -32,6 +32,7 @@ from components.core.config import (
 from components.core.hardware import nccl
 from components.core.kube import network_policy, parameter_server, queueing, trainer, workers
 from components.core.kube.nodepool import SYSTEM_NODE_LABEL
+from components.core.placement import prestep
 from components.core.placement.topology import Placement, fabric_test_placement, job_placement
 from components.core.planning import teardown
 
@@ -191,17 +192,25 @@ def mpijob(job: JobConfig, pool: GpuPoolConfig, ctx: JobContext,
     env = {"MASTER_ADDR": f"{job.name}-worker-0.{job.name}.{ctx.namespace}.svc", "MASTER_PORT": MASTER_PORT,
            **workers.job_env(job, pool, ctx.storage)}
     command = mpirun_command(job.nodes, gpus, env, job.command, secret)
+    checked = prestep.applies(job, pool)
+    if checked:
+        # The check's mpirun first: the same flags and env, its own program and port (placement.prestep).
+        command = prestep.mpirun_command(command, mpirun_command(job.nodes, gpus, prestep.rank_env(env, pool),
+                                                                 prestep.RANK_PROGRAM, secret))
+        worker["env"] = [dict(prestep.NODE_NAME_ENV)]
     launcher_env = [workers.env_var(k, "", job.name, secret) for k in env if k in secret]
     manifest = mpijob_manifest(job.name, ctx, pool, job.nodes, gpus, job.image, command, worker, ctx.claim_name,
                                job.run_policy, job.priority_class,
                                teardown.deadline_seconds(job, pool, ctx.prices),
                                job.termination_grace_period_seconds, job.metrics_port, launcher_env,
                                job_placement(job, pool))
-    if job.scripts:
-        for replica in manifest["spec"]["mpiReplicaSpecs"].values():
-            pod = replica["template"]["spec"]
+    for replica in manifest["spec"]["mpiReplicaSpecs"].values():
+        pod = replica["template"]["spec"]
+        if job.scripts:
             pod.setdefault("volumes", []).append(workers.scripts_volume(job.name))
             pod["containers"][0].setdefault("volumeMounts", []).append(dict(workers.SCRIPTS_MOUNT))
+        if checked:  # the launcher runs the check's driver, the workers its ranks
+            prestep.add_code(pod, pod["containers"][0])
     return manifest
 
 

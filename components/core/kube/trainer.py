@@ -34,6 +34,7 @@ from components.core.config import GpuPoolConfig, JobConfig
 from components.core.hardware import nccl
 from components.core.kube import hardening, queueing, workers
 from components.core.kube.nodepool import SYSTEM_NODE_LABEL
+from components.core.placement import prestep
 from components.core.placement.topology import Placement
 
 API_GROUP = "trainer.kubeflow.org"
@@ -222,14 +223,19 @@ def trainjob(job: JobConfig, pool: GpuPoolConfig, namespace: str, env: dict[str,
     preset = nccl.preset_env(pool.instance_type, pool.efa_enabled, torch=True)
     overrides = {k: val for k, val in env.items() if preset.get(k) != val}
     overrides.update({k: "" for k in preset if k not in env})
+    checked = prestep.applies(job, pool)
+    command = torchrun_command(job.command)
     spec_trainer: dict[str, Any] = {
         "numNodes": job.nodes,
         "numProcPerNode": gpus,
         "image": job.image,
-        "command": torchrun_command(job.command),
+        "command": prestep.torchrun_command(command) if checked else command,
     }
-    if overrides:
-        spec_trainer["env"] = [workers.env_var(k, val, job.name, secret) for k, val in overrides.items()]
+    trainer_env = [workers.env_var(k, val, job.name, secret) for k, val in overrides.items()]
+    if checked:  # what the pre-step check judges by, and the node it runs on (placement.prestep)
+        trainer_env += [*_env_list(prestep.env(pool)), dict(prestep.NODE_NAME_ENV)]
+    if trainer_env:
+        spec_trainer["env"] = trainer_env
     # Everything a node's worker asks for, not just the GPUs: Trainer 2.3.0
     # merges this into the runtime's resources (#3602), but Kueue 0.19.2 counts
     # quota with Trainer 2.2.1's code, which replaces them with it; the two agree
@@ -247,11 +253,18 @@ def trainjob(job: JobConfig, pool: GpuPoolConfig, namespace: str, env: dict[str,
     # job's own topology request.
     patch = pod_label_patch(workers.worker_labels(job.name, pool, job.metrics_port),
                             workers.topology_annotations(placement, pool))
-    if job.scripts:
-        # The job's scripts: a volume and a mount patched into the runtime's pod (both fields a patch may set).
+    if job.scripts or checked:
+        # The job's scripts and the check's code: volumes and mounts patched into the runtime's pod (fields a
+        # patch may set).
         pod = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
-        pod["spec"] = {"volumes": [workers.scripts_volume(job.name)],
-                       "containers": [{"name": NODE, "volumeMounts": [dict(workers.SCRIPTS_MOUNT)]}]}
+        pod_spec: dict[str, Any] = {"volumes": []}
+        container: dict[str, Any] = {"name": NODE, "volumeMounts": []}
+        if job.scripts:
+            pod_spec["volumes"].append(workers.scripts_volume(job.name))
+            container["volumeMounts"].append(dict(workers.SCRIPTS_MOUNT))
+        if checked:
+            prestep.add_code(pod_spec, container)
+        pod["spec"] = {**pod_spec, "containers": [container]}
     spec["runtimePatches"] = [patch]
     return {
         "apiVersion": TRAINJOB_API_VERSION,
