@@ -24,6 +24,7 @@ VERBS = {
     "submit": ("bootstrap.verbs.jobs.submit", "start a job of the stack (startOnUp: false) or a job file, queued"),
     "status": ("bootstrap.verbs.jobs.status", "jobs with phase, nodes, elapsed time, cost so far and deadline"),
     "logs": ("bootstrap.verbs.jobs.logs", "a job's launcher or rank N, MPIJob and TrainJob alike (-f follows)"),
+    "report": ("bootstrap.verbs.jobs.report", "where a job's paid GPU-hours went: by phase, goodput, cost per step"),
     "cancel": ("bootstrap.verbs.jobs.cancel", "delete a job and its pods; says what checkpoint the next run finds"),
     "doctor": ("bootstrap.verbs.jobs.doctor", "why a job waits or failed: each cause with evidence and fix; bundles"),
     "validate": ("bootstrap.verbs.jobs.validate", "is the cluster fit to train: one node, then two (GPUs, EFA, FSx)"),

@@ -11,8 +11,16 @@ passes MASTER_ADDR/MASTER_PORT. What a gpucluster job gets, it uses:
   it resumes from the newest one of this job;
 - GPUCLUSTER_TENSORBOARD_DIR: loss, tokens/s and step time (rank 0);
 - GPUCLUSTER_METRICS_PORT: gpucluster_job_tokens_per_second,
-  gpucluster_job_step_seconds and gpucluster_job_loss in Prometheus' text
-  format, one server per node (local rank 0), no extra package.
+  gpucluster_job_step_seconds, gpucluster_job_loss and the counter
+  gpucluster_job_steps_total in Prometheus' text format, one server per
+  node (local rank 0), no extra package.
+
+For the goodput accounting (`bootstrap report`, README "Goodput"), rank 0
+prints a line after each optimizer step and after each complete checkpoint,
+the two lines to add to a script of your own:
+
+    print(f"gpucluster-step step={step} time={time.time():.3f}", flush=True)
+    print(f"gpucluster-checkpoint step={step} start={began:.3f} end={time.time():.3f}", flush=True)
 
     torchrun --nproc-per-node 8 train_synthetic.py --steps 2000
 """
@@ -54,11 +62,21 @@ def newest_checkpoint(root: Path | None) -> Path | None:
     return max(steps)[1] if steps else None
 
 
+def step_line(step: int, at: float) -> str:
+    """What the goodput accounting reads (components/core/goodput/steps.py parses it)."""
+    return f"gpucluster-step step={step} time={at:.3f}"
+
+
+def checkpoint_line(step: int, began: float, end: float) -> str:
+    return f"gpucluster-checkpoint step={step} start={began:.3f} end={end:.3f}"
+
+
 def metrics_text(values: dict[str, float]) -> str:
-    """Prometheus' text exposition format (one gauge each)."""
+    """Prometheus' text exposition format: a counter for a name ending in _total, a gauge otherwise."""
     lines = []
     for name, value in values.items():
-        lines += [f"# TYPE {name} gauge", f"{name} {value:.6g}"]
+        kind = "counter" if name.endswith("_total") else "gauge"
+        lines += [f"# TYPE {name} {kind}", f"{name} {value:.6g}" if kind == "gauge" else f"{name} {int(value)}"]
     return "\n".join(lines) + "\n"
 
 
@@ -142,6 +160,7 @@ def main(argv: list[str] | None = None) -> None:
     def save() -> None:
         if root is None:
             return
+        began = time.time()
         if rank == 0:
             tmp = root / f".tmp-step-{step}"
             tmp.mkdir(parents=True, exist_ok=True)
@@ -151,7 +170,9 @@ def main(argv: list[str] | None = None) -> None:
             shutil.rmtree(final, ignore_errors=True)
             tmp.rename(final)
             print(f"checkpoint saved to {final}", flush=True)
-        dist.barrier()
+        dist.barrier()  # every rank waits for it: the checkpoint ends here
+        if rank == 0:
+            print(checkpoint_line(step, began, time.time()), flush=True)
 
     writer = None
     if rank == 0 and env.get("GPUCLUSTER_TENSORBOARD_DIR"):
@@ -163,6 +184,7 @@ def main(argv: list[str] | None = None) -> None:
         serve_metrics(int(env["GPUCLUSTER_METRICS_PORT"]), gauges)
 
     generator = torch.Generator(device="cpu").manual_seed(1234 + rank)
+    done = 0  # steps this process completed: the counter a restart starts again from 0
     while step < args.steps:
         started = time.perf_counter()
         tokens = torch.randint(args.vocab, (args.batch_size, args.seq_len + 1), generator=generator).to(device)
@@ -174,12 +196,16 @@ def main(argv: list[str] | None = None) -> None:
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         step += 1
+        done += 1
         seconds = time.perf_counter() - started
         # This process's tokens times the node's processes: what one node's metrics server reports.
         per_node = int(env.get("LOCAL_WORLD_SIZE", env.get("OMPI_COMM_WORLD_LOCAL_SIZE", "1")))
         tokens_per_second = args.batch_size * args.seq_len * per_node / seconds
         gauges.update({"gpucluster_job_tokens_per_second": tokens_per_second,
-                       "gpucluster_job_step_seconds": seconds, "gpucluster_job_loss": loss.item()})
+                       "gpucluster_job_step_seconds": seconds, "gpucluster_job_loss": loss.item(),
+                       "gpucluster_job_steps_total": done})
+        if rank == 0:  # after loss.item(): the step's GPU work is done
+            print(step_line(step, time.time()), flush=True)
         if rank == 0 and (step % 10 == 0 or step == 1):
             print(f"step {step} loss {loss.item():.4f} step_time {seconds:.3f}s tokens/s {tokens_per_second:.0f}",
                   flush=True)

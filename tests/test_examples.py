@@ -46,13 +46,15 @@ def test_a_run_resumes_from_its_newest_complete_checkpoint(tmp_path):
 
 def test_metrics_are_the_job_dashboard_s_served_over_http():
     values = {"gpucluster_job_tokens_per_second": 123456.0, "gpucluster_job_step_seconds": 0.5,
-              "gpucluster_job_loss": 2.25}
+              "gpucluster_job_loss": 2.25, "gpucluster_job_steps_total": 1234567}
     assert set(values) == set(metrics.JOB_METRICS)
     text = train.metrics_text(values)
     assert text.splitlines() == ["# TYPE gpucluster_job_tokens_per_second gauge",
                                  "gpucluster_job_tokens_per_second 123456",
                                  "# TYPE gpucluster_job_step_seconds gauge", "gpucluster_job_step_seconds 0.5",
-                                 "# TYPE gpucluster_job_loss gauge", "gpucluster_job_loss 2.25"]
+                                 "# TYPE gpucluster_job_loss gauge", "gpucluster_job_loss 2.25",
+                                 # A counter, whole: 6 significant digits would round it (goodput_alerts' no progress)
+                                 "# TYPE gpucluster_job_steps_total counter", "gpucluster_job_steps_total 1234567"]
     import socket
 
     with socket.socket() as probe:

@@ -49,7 +49,8 @@ STACK_FILES = {"ok": (ROOT / "Pulumi.dev.yaml").read_text().rstrip("\n") + "\n" 
 STACK_VERBS = [["plan", "--stack", "S"], ["preflight", "--stack", "S"], ["upgrade", "--stack", "S"],
                ["destroy", "--stack", "S", "--yes"], ["pause", "--stack", "S", "--no-up"],
                ["resume", "--stack", "S", "--no-up"], ["submit", "--stack", "S", "job"], ["status", "--stack", "S"],
-               ["logs", "job", "--stack", "S"], ["cancel", "job", "--stack", "S"], ["doctor", "--stack", "S"],
+               ["logs", "job", "--stack", "S"], ["cancel", "job", "--stack", "S"], ["report", "job", "--stack", "S"],
+               ["doctor", "--stack", "S"],
                ["validate", "--stack", "S"]]
 
 

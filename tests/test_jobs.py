@@ -264,13 +264,14 @@ def test_status_lists_phase_nodes_elapsed_cost_and_deadline(cluster, capsys):
         "name": "gpt-pretrain", "kind": "MPIJob", "phase": "Running", "pool": "h100", "nodes": 2,
         "startedAt": "2026-12-05T10:00:00+00:00", "elapsedSeconds": 7200,
         "costUsd": round(2 * 55.04 * 2, 2), "deadlineSeconds": 163517, "deadlineLeftSeconds": 163517 - 7200,
-        "managedBy": None, "queuePosition": None}
+        "managedBy": None, "queuePosition": None, "goodput": None}  # no goodput record (test_goodput_report.py)
     assert by_name["llama-70b"]["phase"] == "Queued" and by_name["llama-70b"]["queuePosition"] == 1
     assert by_name["llama-70b"]["costUsd"] == 0.0
     assert status.main(["--stack", "prod"], now=NOW) == 0
     table = capsys.readouterr().out.splitlines()
-    assert table[0].split() == ["JOB", "KIND", "PHASE", "POOL", "NODES", "ELAPSED", "COST", "DEADLINE", "LEFT"]
-    assert table[1].split() == ["gpt-pretrain", "MPIJob", "Running", "h100", "2", "2h", "$220.16", "1d", "19h",
+    assert table[0].split() == ["JOB", "KIND", "PHASE", "POOL", "NODES", "ELAPSED", "COST", "GOODPUT", "DEADLINE",
+                                "LEFT"]
+    assert table[1].split() == ["gpt-pretrain", "MPIJob", "Running", "h100", "2", "2h", "$220.16", "-", "1d", "19h",
                                 "25m"]
 
 

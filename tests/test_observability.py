@@ -89,7 +89,14 @@ def emitted() -> set[str]:
     recorded = {r["record"] for g in alerts.prometheus_rule(stack_config("prod"), ps.NAMESPACE)["spec"]["groups"]
                 for r in g["rules"] if "record" in r}  # spend's groups too: prod has teams
     return ({f for f, _, _ in ps.DCGM_COUNTERS} | kube_state_metrics() | kueue_metrics() | recorded
-            | {metrics.EFA_COUNTER} | set(metrics.JOB_METRICS))
+            | {metrics.EFA_COUNTER} | set(metrics.JOB_METRICS) | controller_metrics())
+
+
+def controller_metrics() -> set[str]:
+    """What the goodput controller serves on /metrics (components/core/goodput/metrics_text.py)."""
+    from components.core.goodput import metrics_text
+
+    return set(metrics_text.HELP)
 
 
 def test_the_metric_lists_are_read():
@@ -241,10 +248,36 @@ def test_the_job_dashboard_reads_one_namespace_s_job():
     on_nodes = f'on (node) group_left () {alerts.JOB_NODE}{{namespace="$namespace", gpucluster_job="$job"}}'
     on_pods = f'{JOB_POD_JOIN} () {alerts.JOB_POD}{{namespace="$namespace", gpucluster_job="$job"}}'
     assert queries[0] == f"avg by (node) (DCGM_FI_DEV_GPU_UTIL * {on_nodes})"
-    assert queries[-2:] == [f"sum(gpucluster_job_tokens_per_second * {on_pods})",
-                            f"max(gpucluster_job_step_seconds * {on_pods})"]
-    # Each of its 12 Prometheus queries picks the job by both.
-    assert len(queries) == 12 and all('{namespace="$namespace", gpucluster_job="$job"}' in q for q in queries)
+    assert queries[-4:-2] == [f"sum(gpucluster_job_tokens_per_second * {on_pods})",
+                              f"max(gpucluster_job_step_seconds * {on_pods})"]
+    # The goodput controller's account of the job (test_goodput_panels_plot_only_what_the_goodput_controller_serves).
+    assert queries[-2:] == ['sum by (phase) (gpucluster_job_gpu_seconds{namespace="$namespace", gpucluster_job="$job"})'
+                            " / 3600", 'max(gpucluster_job_goodput_ratio{namespace="$namespace", gpucluster_job="$job"})']
+    # Each of its 14 Prometheus queries picks the job by both.
+    assert len(queries) == 14 and all('{namespace="$namespace", gpucluster_job="$job"}' in q for q in queries)
+
+
+def test_goodput_panels_plot_only_what_the_goodput_controller_serves():
+    """GPU-hours by phase stacked, and goodput, for the chosen job; goodput per job on the cluster dashboard. The
+    controller serves both with the job's own namespace label (its ServiceMonitor honours it)."""
+    from components.core.goodput import names
+
+    served = controller_metrics()
+    assert {names.GPU_SECONDS_METRIC, names.GOODPUT_METRIC} <= served
+    boards = prod_dashboards()
+    by_title = {p["title"]: p for b in boards.values() for p in b["panels"]}
+    phases = by_title["GPU-hours by phase (the goodput controller's account)"]
+    assert phases["fieldConfig"]["defaults"]["custom"]["stacking"] == {"mode": "normal", "group": "A"}
+    assert [t["legendFormat"] for t in phases["targets"]] == ["{{phase}}"]
+    ratio = by_title["Goodput: training over paid GPU-seconds"]
+    per_job = by_title["Goodput per job: training over paid GPU-seconds (the goodput controller's)"]
+    assert per_job["targets"][0]["expr"] == "max by (namespace, gpucluster_job) (gpucluster_job_goodput_ratio)"
+    assert ratio["fieldConfig"]["defaults"]["unit"] == per_job["fieldConfig"]["defaults"]["unit"] == "percentunit"
+    for panel in (phases, ratio, per_job):
+        (expr,) = [t["expr"] for t in panel["targets"]]
+        assert check_query(expr) == []
+        names_in = {s.name for s in selectors(promql_parser.parse(grafana_free(expr)))}
+        assert names_in and names_in <= served, expr
 
 
 def deadline(job: str) -> int:

@@ -1,1 +1,1 @@
-"""The verbs that act on a live cluster's jobs: submit, status, logs, cancel, doctor, validate, fabric-test."""
+"""The verbs that act on a live cluster's jobs: submit, status, logs, cancel, report, doctor, validate, fabric-test."""

@@ -1,14 +1,17 @@
 """`python -m bootstrap status [--stack S] [--team T]`: every job with its phase, nodes, elapsed time, cost so far,
-deadline; with --team, the team's jobs and its spend this month against its budget.
+goodput, deadline; with --team, the team's jobs and its spend this month against its budget.
 
 Reads the namespace's MPIJobs and TrainJobs and their Kueue Workloads
 (bootstrap/jobs/state.py): Queued (with its place in the queue), Admitted
 (nodes coming), Running, Succeeded, Failed, Evicted. Elapsed time runs
 from admission; the cost is nodes x the pool's price (the stack's
-prices) over it. A team's spend is Prometheus' (bootstrap/jobs/budget.py):
-GPU requests of its running pods at the pools' prices, since 00:00 UTC on
-the 1st; with --stack, also what its unfinished jobs may still cost
-(bootstrap/jobs/committed.py), which `submit` holds against the budget too.
+prices) over it. Goodput is training over paid GPU-seconds so far, from
+the goodput controller's record of the job (bootstrap/jobs/goodput.py;
+`report JOB` has the breakdown), "-" without one. A team's spend is
+Prometheus' (bootstrap/jobs/budget.py): GPU requests of its running pods
+at the pools' prices, since 00:00 UTC on the 1st; with --stack, also what
+its unfinished jobs may still cost (bootstrap/jobs/committed.py), which
+`submit` holds against the budget too.
 
 Exit 0; 1 when a job failed, the team is at or past its budget, or the
 --stack is bad; 2 when the cluster, the stack file or, with --team,
@@ -24,18 +27,28 @@ from typing import Any
 
 from bootstrap.cluster import kinds
 from bootstrap.cluster.api import ClusterUnreachable, KubeError
-from bootstrap.jobs import budget, ops, state
+from bootstrap.jobs import budget, goodput, ops, state
 from bootstrap.stackfile import StackFileError
 from bootstrap.verbs.jobs import common
 from components.core import config
+from components.core.goodput import accounting
 
 PROG = "python -m bootstrap status"
+
+
+def job_goodput(record: dict | None, job: dict, now: datetime) -> float | None:
+    """Training over paid GPU-seconds so far, from the controller's record of this job (not of an earlier job of
+    its name); None without one."""
+    if record is None or record.get("uid") != job["metadata"].get("uid"):
+        return None
+    return accounting.breakdown(record, now.timestamp())["goodput"]
 
 
 def rows(kube, namespace: str, cfg: config.StackConfig | None, now: datetime,
          read: tuple[list[dict], list[dict]] | None = None) -> list[dict]:
     """A row per job; `read`: the namespace's Workloads and jobs when already listed."""
     workloads, jobs = read or (kube.list(kinds.WORKLOAD, namespace), ops.jobs(kube, namespace))
+    recorded = goodput.records(kube, namespace) if jobs else {}
     out = []
     for job in jobs:
         workload = state.workload_of(job, workloads)
@@ -43,6 +56,7 @@ def rows(kube, namespace: str, cfg: config.StackConfig | None, now: datetime,
         item = state.row(job, workload, common.price_of(cfg, pool), now)
         position = state.queue_position(workload, workloads) if workload is not None else None
         item["queuePosition"] = position.position if position else None
+        item["goodput"] = job_goodput(recorded.get(job["metadata"]["name"]), job, now)
         out.append(item)
     return out
 
@@ -50,13 +64,14 @@ def rows(kube, namespace: str, cfg: config.StackConfig | None, now: datetime,
 def render(items: list[dict]) -> str:
     if not items:
         return "no jobs"
-    header = ("JOB", "KIND", "PHASE", "POOL", "NODES", "ELAPSED", "COST", "DEADLINE LEFT")
+    header = ("JOB", "KIND", "PHASE", "POOL", "NODES", "ELAPSED", "COST", "GOODPUT", "DEADLINE LEFT")
     table = [header]
     for r in items:
         phase = r["phase"] + (f" #{r['queuePosition']}" if r["queuePosition"] else "")
         cost = f"${r['costUsd']:,.2f}" if r["costUsd"] is not None else "-"
         table.append((r["name"], r["kind"], phase, r["pool"] or "-", str(r["nodes"]),
                       common.duration(r["elapsedSeconds"]) if r["startedAt"] else "-", cost,
+                      f"{r['goodput']:.1%}" if r.get("goodput") is not None else "-",
                       common.duration(r["deadlineLeftSeconds"])))
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in table)

@@ -1,8 +1,9 @@
 """The dashboards, as Grafana JSON in ConfigMaps the Grafana sidecar loads: cluster, job, node health and,
 with teams, GPU spend by team.
 
-Every Prometheus query names only series the pinned exporters or our rules
-emit (tests parse each one as PromQL and check its metric names). The job
+Every Prometheus query names only series the pinned exporters, our rules or
+the goodput controller (its GPU-seconds by phase and goodput per job) emit
+(tests parse each one as PromQL and check its metric names). The job
 dashboard's `namespace` and `job` variables list the jobs Prometheus has
 seen (a job is its namespace and name); its FSx panel reads CloudWatch
 (AWS/FSx), drawn against the file system's own throughput.
@@ -14,6 +15,7 @@ import json
 from typing import Any
 
 from components.core.config import FSX_GIB_PER_TIB, StackConfig
+from components.core.goodput import names as goodput
 from components.core.observability import alerts
 from components.core.observability import metrics as m
 from components.core.observability import spend as sp
@@ -51,6 +53,25 @@ def _dashboard(uid: str, title: str, panels: list[dict[str, Any]],
             "templating": {"list": variables or []}, "panels": panels}
 
 
+def _stacked(panel: dict[str, Any]) -> dict[str, Any]:
+    """A time series panel whose series are drawn on top of each other (Grafana's stacking "normal")."""
+    panel["fieldConfig"]["defaults"]["custom"] = {"stacking": {"mode": "normal", "group": "A"}, "fillOpacity": 60,
+                                                  "lineWidth": 1}
+    return panel
+
+
+def _goodput_panels(y: int) -> list[dict[str, Any]]:
+    """The goodput controller's account of the chosen job (components/core/goodput/accounting.py): its paid
+    GPU-hours by phase, stacked (they add up to its GPUs x wall clock), and training over paid."""
+    by_phase = f"sum by (phase) ({goodput.GPU_SECONDS_METRIC}{{{JOB_VAR}}}) / 3600"
+    return [
+        _stacked(_panel("GPU-hours by phase (the goodput controller's account)", [_q(by_phase, "{{phase}}")],
+                        "short", 0, y)),
+        _panel("Goodput: training over paid GPU-seconds", [_q(f"max({goodput.GOODPUT_METRIC}{{{JOB_VAR}}})",
+                                                              "goodput")], "percentunit", 12, y),
+    ]
+
+
 def _by_pool(expr: str) -> str:
     return f"{expr} * on (node) group_left ({m.POOL_LABEL}) kube_node_labels"
 
@@ -75,6 +96,9 @@ def cluster(cfg: StackConfig) -> dict[str, Any]:
             _q('sum by (cluster_queue, status) (kueue_pending_workloads)', "pending {{cluster_queue}} {{status}}"),
             _q("sum by (cluster_queue) (kueue_admitted_active_workloads)", "admitted {{cluster_queue}}", "B"),
         ], "short", 0, 16, w=24),
+        _panel("Goodput per job: training over paid GPU-seconds (the goodput controller's)", [
+            _q(f"max by (namespace, {m.JOB}) ({goodput.GOODPUT_METRIC})", "{{namespace}}/{{" + m.JOB + "}}")],
+            "percentunit", 0, 24, w=24),
     ])
 
 
@@ -139,6 +163,7 @@ def job(cfg: StackConfig, file_system_id: str, region: str) -> dict[str, Any]:
             _q(f'max(gpucluster_job_step_seconds * on (namespace, pod) group_left () {alerts.JOB_POD}'
                f"{{{JOB_VAR}}})", "step"),
         ], "s", 12, 32),
+        *_goodput_panels(40),
     ]
     return _dashboard("gpucluster-job", f"gpucluster / {cfg.cluster_name} / job", panels, variables)
 
