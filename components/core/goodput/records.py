@@ -1,0 +1,89 @@
+"""The controller's accounting pass: each job's record ConfigMap (accounting.py's record) and its breakdown.
+
+Per job: its pods (accounting.job_pod_selector), its Kueue Workload (owned by the job), rank 0's log tail (the
+step lines), the nodes; accounting.observe -> merge into the stored record -> write it back when it changed,
+then breakdown for /metrics. accounting.merge changes a record only when something happened (a pod, a step
+line, a condition), so a quiet job costs no write.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from . import kubeapi, names
+from .remediation import JOB_LABEL, Job
+
+WORKLOADS = "kueue.x-k8s.io/v1beta2"  # Kueue v0.19.2 (bootstrap/cluster/kinds.py)
+MPI_ROLE = "training.kubeflow.org/job-role"  # mpi-operator v0.8.2 v2beta1 JobRoleLabel
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"  # Indexed Jobs (Kubernetes 1.28+)
+REPLICATED_JOB = "jobset.sigs.k8s.io/replicatedjob-name"
+
+
+def rank_zero(kind: str, pods: list[dict[str, Any]]) -> list[tuple[dict[str, Any], str | None]]:
+    """The pods (and container) whose log has rank 0's step lines, as bootstrap/jobs/logs.py finds them: an
+    MPIJob's launcher (mpirun prints every rank), a TrainJob's node 0 (completion index 0), a ps JobSet's chief.
+    Every attempt's still there: an old one's last lines count until it is gone."""
+    def label(pod: dict[str, Any], key: str) -> str | None:
+        return (pod["metadata"].get("labels") or {}).get(key)
+    if kind == "MPIJob":
+        return [(p, "launcher") for p in pods if label(p, MPI_ROLE) == "launcher"]
+    first = [p for p in pods if label(p, COMPLETION_INDEX) == "0"]
+    if kind == "JobSet":
+        first = [p for p in first if label(p, REPLICATED_JOB) == "chief"]
+    return [(p, None) for p in first]
+
+
+class Books:
+    """The accounting pass over one API client and the accounting module."""
+
+    def __init__(self, api: kubeapi.Client, accounting: Any):
+        self.api, self.accounting = api, accounting
+
+    def workloads(self, namespace: str) -> list[dict[str, Any]]:
+        try:
+            return self.api.list(kubeapi.path(WORKLOADS, "workloads", namespace))
+        except kubeapi.ApiError as err:
+            if err.status == 404:  # Kueue's CRD not installed: jobs never queue
+                return []
+            raise
+
+    def job(self, cfg: Any, job: Job, pods: list[dict[str, Any]], workloads: list[dict[str, Any]],
+            nodes: list[dict[str, Any]], now: float) -> dict[str, Any] | None:
+        """Observe the job, keep its record, and return its breakdown (None before it has a record)."""
+        acc = self.accounting
+        selector = dict(part.split("=", 1) for part in acc.job_pod_selector(job.kind, job.name).split(","))
+        mine = [p for p in pods if p["metadata"].get("namespace") == job.namespace
+                and all((p["metadata"].get("labels") or {}).get(k) == v for k, v in selector.items())]
+        workload = next((w for w in workloads if any(o.get("kind") == job.kind and o.get("name") == job.name
+                                                     for o in w["metadata"].get("ownerReferences") or [])), None)
+        logs = {}
+        for pod, container in rank_zero(job.kind, mine):
+            if (pod.get("status") or {}).get("phase") in ("Running", "Succeeded", "Failed"):
+                try:
+                    logs[pod["metadata"]["name"]] = self.api.log(job.namespace, pod["metadata"]["name"], container,
+                                                                 cfg.log_tail_lines)
+                except (kubeapi.ApiError, OSError):
+                    pass  # a pod going away, a node not answering: its lines come next pass or not at all
+        name = names.RECORD_PREFIX + job.name
+        where = kubeapi.path("v1", "configmaps", job.namespace, name)
+        stored = self.api.get(where)
+        try:
+            before = json.loads((stored.get("data") or {}).get(names.RECORD_KEY) or "null") if stored else None
+        except ValueError:
+            before = None  # not ours to read: started afresh
+        events = acc.observe(now, job.obj, workload, mine, nodes, logs)
+        if (terms := cfg.pool_event(job.obj, acc.job_gpus(job.obj)[1])) is not None:
+            events.append(terms)
+        record = acc.merge(before if isinstance(before, dict) else None, events, job.obj)
+        if record != before:
+            body = {"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": name, "namespace": job.namespace,
+                                 "labels": {"app.kubernetes.io/part-of": "gpucluster", JOB_LABEL: job.name}},
+                    "data": {names.RECORD_KEY: json.dumps(record, sort_keys=True)}}
+            if stored is None:
+                self.api.create(kubeapi.path("v1", "configmaps", job.namespace), body)
+            else:
+                body["metadata"]["resourceVersion"] = stored["metadata"]["resourceVersion"]
+                self.api.replace(where, body)
+        return acc.breakdown(record, now)
