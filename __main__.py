@@ -1,5 +1,5 @@
 """gpucluster: config -> network -> cluster | storage -> GPU and CPU pools -> plugins, volume, image cache,
-monitoring -> autoscaler, operators -> queue -> jobs; delete hooks keep data on the way out."""
+monitoring, goodput controller -> autoscaler, operators -> queue -> jobs; delete hooks keep data on the way out."""
 
 import pulumi
 import pulumi_aws as aws
@@ -24,6 +24,7 @@ from components.hooks import HookSettings, StackHooks
 from components.kubernetes.autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
 from components.kubernetes.device_plugins import DevicePlugins, DevicePluginsArgs
 from components.kubernetes.fsx_volume import FsxVolume, FsxVolumeArgs
+from components.kubernetes.goodput import GoodputController, GoodputControllerArgs
 from components.kubernetes.monitoring import Monitoring, MonitoringArgs
 from components.kubernetes.operators import Operators, OperatorsArgs
 from components.kubernetes.queue import Queue, QueueArgs
@@ -118,6 +119,13 @@ monitoring = Monitoring(f"{name}-monitoring", MonitoringArgs(
     depends_on=[cluster.system_nodes, *cluster.core_addons, *cached],
     image_cache=cache_base)) if cfg.observability.enabled else None
 metrics_crds = monitoring.crds_ready if monitoring is not None else []
+# The goodput loop's controller reads the metrics stack's alerts (not waiting for it: it retries), quarantines
+# per pool mode and accounts every job.
+if monitoring is not None:
+    GoodputController(f"{name}-goodput", GoodputControllerArgs(
+        config=cfg, provider=cluster.provider, training_namespace=cluster.training_namespace,
+        team_namespaces=cluster.team_namespaces, depends_on=[monitoring.namespace, cluster.system_nodes],
+        metrics_crds=metrics_crds))
 operators = Operators(f"{name}-operators", OperatorsArgs(
     provider=cluster.provider, pools=cfg.gpu_pools, jobs=cfg.jobs, claim_name=volume.claim_name,
     image_cache=cache_base, depends_on=[cluster.system_nodes, *cached], metrics_crds=metrics_crds))

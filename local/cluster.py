@@ -8,7 +8,8 @@ offline plan (`python -m bootstrap plan --out`, as a user would) and
 applies every object it renders, with the charts it installs rendered by
 helm, in dependency order: namespaces, CRDs, the rest, the operators
 (started once their CRDs exist), their webhooks, the custom resources
-those webhooks judge, then the jobs.
+those webhooks judge, then the jobs; then it (re)starts the goodput
+controller the stack renders as a local process (local/goodput).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import yaml
 
 from local import build, charts, controllers, controlplane, kubectl, kwok, nodes, processes
 from local.autoscaler import provisioner
+from local.goodput import controller as goodput
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 DEFAULT_STATE = PROJECT_DIR / ".local-cluster"
@@ -147,6 +149,7 @@ def apply(stack: str, state: Path, out=print, rendered: Rendered | None = None) 
     kubectl.apply(state, by_phase["jobs"], "jobs")
     counts = {phase: len(objs) for phase, objs in by_phase.items()}
     out("applied " + ", ".join(f"{n} {phase}" for phase, n in counts.items()))
+    goodput.start(state, rendered.stack_objects, out)  # after its objects: its token, rights and config
     return rendered
 
 

@@ -32,6 +32,7 @@ class Ports:
     kueue_health: int = 16511
     jobset_health: int = 16512
     trainer_health: int = 16513
+    goodput: int = 16520  # the goodput controller's /metrics and /healthz (local/goodput)
 
 
 PORTS = Ports()

@@ -163,7 +163,7 @@ def real_plan(overrides: dict | None = None) -> dict:
 @pytest.fixture(scope="module")
 def prod_pair() -> tuple[dict, dict]:
     pools = [{"name": "h100", "instanceType": "p5.48xlarge", "minNodes": 0, "maxNodes": 20, "capacityType":
-              "ON_DEMAND", "rootVolumeGiB": 500, "fabricTest": True, "idleMinutes": 5}]
+              "ON_DEMAND", "rootVolumeGiB": 500, "fabricTest": True, "idleMinutes": 5, "remediation": "on"}]
     return real_plan(), real_plan({"gpucluster:gpuPools": pools})
 
 

@@ -268,9 +268,11 @@ def with_a_team_job():
 def test_registered_in_both_stacks_before_any_job(prod, run_stack):
     team_run = with_a_team_job()
     # Each job namespace has the same policies: training, and in prod each team's (vision, language).
-    for rec, namespaces, extra in ((prod, ("training", "vision", "language"), {"efa-counters-ingress"}),
-                                   (team_run, ("training", "vision", "language"), {"efa-counters-ingress"}),
-                                   (shared_recording("dev"), ("training",), set())):
+    # The metrics namespace's: the EFA counters' (EFA pools only) and the goodput controller's (with observability).
+    goodput = "gpucluster-goodput-ingress"
+    for rec, namespaces, extra in ((prod, ("training", "vision", "language"), {"efa-counters-ingress", goodput}),
+                                   (team_run, ("training", "vision", "language"), {"efa-counters-ingress", goodput}),
+                                   (shared_recording("dev"), ("training",), {goodput})):
         in_namespace = {(r.inputs["metadata"]["namespace"], r.inputs["metadata"]["name"]): r
                         for r in rec.of_type(NETPOL)}
         assert len(in_namespace) == len(rec.of_type(NETPOL))

@@ -432,8 +432,10 @@ def test_efa_counters_run_on_efa_nodes_of_published_pinned_images(prod, run_stac
 
 
 def dashboard_maps(rec) -> list[dict]:
+    """Our ConfigMaps in the metrics namespace that Grafana's sidecar loads (the goodput controller's are not)."""
     return [o for o in objects(rec, "ConfigMap") if o["metadata"]["name"].startswith("gpucluster-")
-            and o["metadata"].get("namespace") == "monitoring"]
+            and o["metadata"].get("namespace") == "monitoring"
+            and "grafana_dashboard" in o["metadata"].get("labels", {})]
 
 
 def test_the_dashboards_in_configmaps_the_sidecar_loads(prod):
@@ -643,8 +645,8 @@ def test_the_sums_count_daemonsets_per_node_and_the_metrics_stack_only_when_on()
     # Off needs prod without its teams' budgets; teams run no system pod, so the difference is the stack's.
     off = system_nodes.capacity(stack_config("prod", {"gpucluster:observability": {"enabled": False}, **NO_PROMETHEUS_READERS}))
     prometheus = footprint(stack_config("prod")).prometheus_resources["requests"]
-    # prometheus, operator, AM, the two config reloaders, grafana, KSM, NE x3, TB
-    stack_cpu = 500 + 100 + 20 + 2 * 10 + (100 + 2 * 10) + 50 + 3 * 20 + 100
+    # prometheus, operator, AM, the two config reloaders, grafana, KSM, NE x3, TB, the goodput controller
+    stack_cpu = 500 + 100 + 20 + 2 * 10 + (100 + 2 * 10) + 50 + 3 * 20 + 100 + 50
     assert on.requested_cpu_m - off.requested_cpu_m == stack_cpu
     assert prometheus["cpu"] == "500m"
     assert system_nodes.allocatable("m7i.large") == (1930, 7108)

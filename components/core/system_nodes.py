@@ -18,8 +18,8 @@ from components.core.config import NAMESPACE, StackConfig
 from components.core.config.stack import entries
 from components.core.hardware import catalog
 from components.core.kube import autoscaling, launcher, mpi_operator, parameter_server, trainer
+from components.core.observability import goodput_agent, tensorboard
 from components.core.observability import prometheus_stack as ps
-from components.core.observability import tensorboard
 from components.core.planning.metrics_footprint import footprint
 from components.core.problems import Problem
 
@@ -108,6 +108,8 @@ def system_pods(cfg: StackConfig) -> list[Pod]:
         ]
         if obs.tensorboard:
             pods.append(_pod("tensorboard", tensorboard.RESOURCES))
+    if goodput_agent.enabled(cfg):
+        pods.append(_pod("goodput controller", goodput_agent.RESOURCES))
     return pods
 
 

@@ -113,3 +113,9 @@ BUSYBOX_IMAGE = "public.ecr.aws/docker/library/busybox:1.37.0"
 
 # TensorBoard: the TensorFlow CPU image ships it (tensorflow/tensorflow on Docker Hub, tag 2.20.0).
 TENSORBOARD_IMAGE = "tensorflow/tensorflow:2.20.0"
+
+# The goodput controller (components.core.observability.goodput_agent): Docker's official Python image
+# through ECR Public (as BUSYBOX_IMAGE); a tag docker-library/official-images lists in library/python
+# (commit 01732a42: "Tags: 3.13.9-slim-trixie, 3.13-slim-trixie, 3.13.9-slim, 3.13-slim"). Our code
+# comes from a ConfigMap; the standard library is all it needs.
+PYTHON_IMAGE = "public.ecr.aws/docker/library/python:3.13.9-slim-trixie"

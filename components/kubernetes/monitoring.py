@@ -84,6 +84,7 @@ class Monitoring(pulumi.ComponentResource):
 
         namespace = k8s.core.v1.Namespace(f"{name}-ns", metadata={
             "name": ps.NAMESPACE, "labels": {"app.kubernetes.io/part-of": "gpucluster"}}, opts=k8s_opts)
+        self.namespace = namespace  # the metrics namespace: the goodput controller lives there too
         in_ns = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[namespace])
         storage_class = k8s.storage.v1.StorageClass(
             f"{name}-gp3", metadata={"name": ps.STORAGE_CLASS}, provisioner="ebs.csi.aws.com",
