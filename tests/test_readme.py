@@ -16,6 +16,7 @@ import json
 import re
 import shutil
 from concurrent.futures import ThreadPoolExecutor
+from types import SimpleNamespace
 from typing import NamedTuple
 
 import pytest
@@ -24,6 +25,7 @@ import yaml
 from bootstrap.doctor import causes
 from bootstrap.offline import benchmark
 from bootstrap.verbs.jobs import doctor, submit
+from components.core.goodput import steps
 from components.core.kube import trainer
 from components.core.observability import alerts
 from tests import readme_blocks as rb
@@ -66,7 +68,7 @@ RULES = (
     Rule(r"venv/bin/python -m bootstrap doctor --from bundle/ --json$", SUITE, exit=1),  # 1: a cause found
     Rule(r"venv/bin/python -m bootstrap\.offline\.benchmark$", E2E),
     Rule(r"venv/bin/python -m bootstrap (backend|whoami|preflight|upgrade|pause|resume|destroy) ", AWS),
-    Rule(r"venv/bin/python -m bootstrap (submit|status|logs|cancel|validate|doctor --stack) |kubectl ", CLUSTER),
+    Rule(r"venv/bin/python -m bootstrap (submit|status|logs|cancel|report|validate|doctor --stack) |kubectl ", CLUSTER),
 )
 ASSIGNMENT = re.compile(r"^\w+=")
 DOCTOR_DATA = ROOT / "tests" / "data" / "doctor"
@@ -288,7 +290,19 @@ OTHER_BLOCKS = {  # the first line of each block that is not bash -> what checks
     "gpucluster:teams:": "tests/test_readme_teams.py: prod's teams",
     "Teams (Kueue cohort ": "tests/test_readme_teams.py: the prod plan's Teams section",
     "team vision (namespace vision): ": "tests/test_readme_teams.py: `status --team`'s spend line",
+    "$ venv/bin/python -m bootstrap report --stack prod straggle": "printed by tests/e2e/test_n_goodput.py in "
+                                                                   "`make e2e` (a real run: node names and times vary)",
+    'print(f"gpucluster-step ': "test_the_two_step_lines_are_what_the_accounting_reads",
 }
+
+
+def test_the_two_step_lines_are_what_the_accounting_reads(capsys):
+    block = rb.block_in("Goodput: catch the node that slows a job, replace it, count every GPU-hour", "python")
+    exec(compile(block.text, "README.md", "exec"), {"time": SimpleNamespace(time=lambda: 1796566312.25),
+                                                    "step": 120, "t0": 1796566300.5})
+    assert steps.parse(capsys.readouterr().out.splitlines()) == [
+        {"type": "step", "step": 120, "at": 1796566312.25},
+        {"type": "checkpoint", "step": 120, "start": 1796566300.5, "end": 1796566312.25}]
 
 
 def test_every_other_block_is_checked_or_says_why_not():
