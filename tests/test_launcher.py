@@ -300,13 +300,14 @@ def test_trainjob_against_our_runtime():
             "gpucluster.io/pool": "h100"}, "annotations": {
             "kueue.x-k8s.io/podset-preferred-topology": "topology.k8s.aws/network-node-layer-3"}},
             "spec": {"volumes": [{"name": "gpucluster-goodput-code",
-                                  "configMap": {"name": "gpucluster-goodput-code", "defaultMode": 0o444}}],
+                                  "configMap": {"name": "gpucluster-goodput-code", "defaultMode": 0o444,
+                                                "optional": True}}],
                      "containers": [{"name": "node", "volumeMounts": [{
                          "name": "gpucluster-goodput-code", "mountPath": "/opt/gpucluster/goodput/gpucluster_goodput",
                          "readOnly": True}]}]}}}}}]}}}}]
     assert spec["trainer"] == {
         "numNodes": 2, "numProcPerNode": 8, "image": IMAGE,
-        "command": prestep.torchrun_command(["torchrun", "--no-python", "python", "train.py", "--steps=10"]),
+        "command": prestep.torchrun_command(["torchrun", "--no-python", "python", "train.py", "--steps=10"], "h100"),
         "env": [{"name": "GPUCLUSTER_JOB", "value": "torch-h100"},
                 {"name": "GPUCLUSTER_DATASET_DIR", "value": "/fsx/datasets"},
                 {"name": "GPUCLUSTER_CHECKPOINT_DIR", "value": "/fsx/checkpoints"},

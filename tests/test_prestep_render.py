@@ -54,17 +54,25 @@ def manifest(name: str, cfg=CFG) -> dict:
 
 
 # The wrapper, word for word: the check in the background so PID 1's trap ends the pod at once on SIGTERM,
-# its failure ends the container with its exit code, then `exec` of the job's argv as it was.
+# its failure (86) ends the container with that code, its own fault (any other code) lets the job run, then
+# `exec` of the job's argv as it was.
 SCRIPT = """trap 'exit 143' TERM INT
 if command -v python3 >/dev/null 2>&1; then
-  PYTHONPATH=/opt/gpucluster/goodput${{PYTHONPATH:+:$PYTHONPATH}} python3 -m gpucluster_goodput.precheck {args} &
-  wait $! || exit $?
+  PYTHONPATH=/opt/gpucluster/goodput${{PYTHONPATH:+:$PYTHONPATH}} GPUCLUSTER_PRE_STEP_POOL=h100 python3 -m gpucluster_goodput.precheck {args} &
+  wait $!
+  code=$?
+  case $code in
+    0) ;;
+    86|143) exit $code ;;
+    *) echo "gpucluster pre-step check: ended with $code (its own fault): the job runs anyway" >&2 ;;
+  esac
 else
   echo "gpucluster pre-step check: skipped: no python3 in the image" >&2
 fi
 exec "$@"
 """
-CODE_VOLUME = {"name": "gpucluster-goodput-code", "configMap": {"name": "gpucluster-goodput-code", "defaultMode": 0o444}}
+CODE_VOLUME = {"name": "gpucluster-goodput-code",
+               "configMap": {"name": "gpucluster-goodput-code", "defaultMode": 0o444, "optional": True}}
 CODE_MOUNT = {"name": "gpucluster-goodput-code", "mountPath": "/opt/gpucluster/goodput/gpucluster_goodput",
               "readOnly": True}
 NODE_NAME = {"name": "GPUCLUSTER_NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
@@ -201,7 +209,8 @@ def test_prod_creates_the_code_in_every_training_namespace_and_dev_in_none():
     maps = [r for r in prod.of_type("kubernetes:core/v1:ConfigMap")
             if r.inputs["metadata"]["name"] == "gpucluster-goodput-code"]
     assert sorted(r.inputs["metadata"]["namespace"] for r in maps) == ["language", "training", "vision"]
-    assert all(r.inputs["data"] == prestep.code_files() for r in maps)
+    # The package, and the pools that fail a job on a failed check: prod's h100 has remediation on.
+    assert all(r.inputs["data"] == {**prestep.code_files(), "enforced-pools.json": '["h100"]'} for r in maps)
     (queue,) = [r for r in prod.resources if r.type == "gpucluster:index:Queue"]
     jobs = [r for r in prod.resources if r.type in ("kubernetes:kubeflow.org/v2beta1:MPIJob",
                                                     "kubernetes:trainer.kubeflow.org/v1alpha1:TrainJob")]

@@ -143,7 +143,7 @@ class Queue(pulumi.ComponentResource):
               args: QueueArgs) -> k8s.core.v1.ConfigMap:
         """The pre-step check's code in a job namespace; after the system nodes, like the policies, so that every
         object of the namespace is gone before them."""
-        obj = prestep.code_config_map(namespace)
+        obj = prestep.code_config_map(namespace, prestep.enforced_pools(args.pools))
         return k8s.core.v1.ConfigMap(name, metadata=obj["metadata"], data=obj["data"], opts=pulumi.ResourceOptions(
             parent=self, provider=args.provider, depends_on=[namespace_resource, *args.depends_on]))
 

@@ -136,8 +136,9 @@ class GpuPoolConfig(_PoolFacts, Model):
                             "that exist); Kueue cannot take a topology off a deployed pool (README, How jobs run)")
     pre_step_check: Bool = Field(
         True, description="a job of 2 or more nodes on this pool first runs a short all_reduce across exactly its "
-                          "nodes (seconds), judged against the type's expected bus bandwidth; a node that fails is "
-                          "quarantined and the job restarts without it (README, Goodput); applies when `efa` is on")
+                          "nodes (under a minute), judged against the type's expected bus bandwidth; with "
+                          "`remediation: on` a node that fails is quarantined and the job restarts without it, "
+                          "otherwise the check only reports (README, Goodput); applies when `efa` is on")
     remediation: Choice(*REMEDIATION_MODES) = Field(
         "off", description="what the goodput controller does with a node of this pool that a pre-step check or an "
                            "alert (NCCL on sockets, a straggler, a fatal XID) blames: `on` quarantines it (taint, "
@@ -288,6 +289,8 @@ class CpuPoolConfig(_PoolFacts, Model):
     local_nvme_raid0: ClassVar[bool] = False
     fabric_test: ClassVar[bool] = False
     desired_nodes: ClassVar[None] = None
+    pre_step_check: ClassVar[bool] = False
+    remediation: ClassVar[str] = "off"
     is_cpu: ClassVar[bool] = True
 
     @property

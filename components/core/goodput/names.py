@@ -40,6 +40,11 @@ PRE_STEP_EXIT_CODE = 86
 # "detail"}}, "busbw_gbps", "expected_gbps", "seconds"}, and "error" when the check could not finish
 # (it then blames no node).
 PRE_STEP_MESSAGE_KEY = "gpucluster.io/pre-step-check"
+# The check fails a job (exit 86) only on a pool whose remediation is `on`: nothing else would keep the job
+# off the node, and a restart would land on it again. The pool names are a file of the code ConfigMap (read
+# when the check runs, so turning remediation on or off changes no job); elsewhere the check reports and
+# the job runs. A check that cannot finish never fails the job.
+ENFORCED_POOLS_FILE = "enforced-pools.json"
 VERDICT_PASS, VERDICT_FAIL, VERDICT_PEER = "pass", "fail", "peer-failed"
 
 # -- accounting -------------------------------------------------------------------------------------------

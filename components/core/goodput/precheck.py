@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import json
 import os
 import signal
 import socket
@@ -60,6 +61,7 @@ MODULE = "gpucluster_goodput.precheck"
 EFA_DEVICES_ENV = "GPUCLUSTER_PRE_STEP_EFA_DEVICES"
 EXPECTED_GBPS_ENV = "GPUCLUSTER_PRE_STEP_EXPECTED_GBPS"
 NODE_NAME_ENV = "GPUCLUSTER_NODE_NAME"
+POOL_ENV = "GPUCLUSTER_PRE_STEP_POOL"  # the job's pool: whether it enforces the check
 TERMINATION_LOG_ENV = "GPUCLUSTER_PRE_STEP_TERMINATION_LOG"  # tests; the kubelet reads /dev/termination-log
 RESULT_ENV = "GPUCLUSTER_PRE_STEP_RESULT"  # torchrun driver -> its ranks: where local rank 0 puts the verdict
 STARTED_ENV = "GPUCLUSTER_PRE_STEP_STARTED"  # the driver's start (unix seconds): `seconds` counts from it
@@ -245,15 +247,29 @@ def run_child(argv: list[str], env: dict[str, str],
     return code, found
 
 
+def enforced(env: dict[str, str], package_dir: str = os.path.dirname(os.path.abspath(__file__))) -> bool:
+    """Whether the job's pool fails jobs on a failed check (names.ENFORCED_POOLS_FILE beside this module)."""
+    try:
+        with open(os.path.join(package_dir, names.ENFORCED_POOLS_FILE)) as f:
+            pools = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return isinstance(pools, list) and env.get(POOL_ENV, "") in pools
+
+
 def finish(text: str, env: dict[str, str]) -> int:
-    for line in report_lines(text):
+    enforcing = enforced(env)
+    for line in report_lines(text, enforcing):
         print(line, flush=True)
+    code = exit_code(text, enforcing)
+    if code == 0:
+        return 0  # no termination message: the job's own, if it fails later, is the one to read
     try:
         with open(env.get(TERMINATION_LOG_ENV) or TERMINATION_LOG, "w") as f:
             f.write(text)
     except OSError as err:
         print(f"{PREFIX} cannot write the termination message: {err}", file=sys.stderr, flush=True)
-    return exit_code(text)
+    return code
 
 
 def incomplete(env: dict[str, str], started: float, why: str, node: str | None = None) -> str:

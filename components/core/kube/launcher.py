@@ -196,7 +196,7 @@ def mpijob(job: JobConfig, pool: GpuPoolConfig, ctx: JobContext,
     if checked:
         # The check's mpirun first: the same flags and env, its own program and port (placement.prestep).
         command = prestep.mpirun_command(command, mpirun_command(job.nodes, gpus, prestep.rank_env(env, pool),
-                                                                 prestep.RANK_PROGRAM, secret))
+                                                                 prestep.RANK_PROGRAM, secret), pool.name)
         worker["env"] = [dict(prestep.NODE_NAME_ENV)]
     launcher_env = [workers.env_var(k, "", job.name, secret) for k in env if k in secret]
     manifest = mpijob_manifest(job.name, ctx, pool, job.nodes, gpus, job.image, command, worker, ctx.claim_name,

@@ -229,7 +229,7 @@ def trainjob(job: JobConfig, pool: GpuPoolConfig, namespace: str, env: dict[str,
         "numNodes": job.nodes,
         "numProcPerNode": gpus,
         "image": job.image,
-        "command": prestep.torchrun_command(command) if checked else command,
+        "command": prestep.torchrun_command(command, pool.name) if checked else command,
     }
     trainer_env = [workers.env_var(k, val, job.name, secret) for k, val in overrides.items()]
     if checked:  # what the pre-step check judges by, and the node it runs on (placement.prestep)

@@ -19,13 +19,14 @@ PYTHONPATH is set for the check's processes only: the job's command keeps the im
 
 from __future__ import annotations
 
+import json
 import shlex
 from pathlib import Path
 from typing import Any
 
 from components.core.config import GpuPoolConfig, JobConfig
 from components.core.config.jobs import PRE_STEP_CODE_DIR
-from components.core.goodput import precheck
+from components.core.goodput import names, precheck
 from components.core.hardware import efa, nccl
 
 GOODPUT_DIR = Path(__file__).resolve().parents[1] / "goodput"
@@ -47,8 +48,14 @@ DEFAULT_MASTER_PORT = "29500"
 # makes the job's own command PID 1, as without the check. An image without python3 skips the check.
 _SCRIPT = """trap 'exit 143' TERM INT
 if command -v python3 >/dev/null 2>&1; then
-  PYTHONPATH={root}${{PYTHONPATH:+:$PYTHONPATH}} python3 -m {module} {args} &
-  wait $! || exit $?
+  PYTHONPATH={root}${{PYTHONPATH:+:$PYTHONPATH}} {pool_env}={pool} python3 -m {module} {args} &
+  wait $!
+  code=$?
+  case $code in
+    0) ;;
+    {failed}|143) exit $code ;;
+    *) echo "gpucluster pre-step check: ended with $code (its own fault): the job runs anyway" >&2 ;;
+  esac
 else
   echo "gpucluster pre-step check: skipped: no python3 in the image" >&2
 fi
@@ -71,14 +78,16 @@ def env(pool: GpuPoolConfig) -> dict[str, str]:
             precheck.EXPECTED_GBPS_ENV: f"{expected[0]:g}"}
 
 
-def wrap(command: list[str], check_args: list[str]) -> list[str]:
-    """`command` after the check (`python3 -m gpucluster_goodput.precheck <check_args>`), its argv untouched."""
-    script = _SCRIPT.format(root=CODE_ROOT, module=precheck.MODULE, args=shlex.join(check_args))
+def wrap(command: list[str], check_args: list[str], pool: str) -> list[str]:
+    """`command` after the check (`python3 -m gpucluster_goodput.precheck <check_args>`, told the job's pool:
+    whether it enforces), its argv untouched."""
+    script = _SCRIPT.format(root=CODE_ROOT, module=precheck.MODULE, args=shlex.join(check_args),
+                            failed=names.PRE_STEP_EXIT_CODE, pool_env=precheck.POOL_ENV, pool=shlex.quote(pool))
     return ["/bin/sh", "-c", script, PROGRAM, *command]
 
 
-def torchrun_command(command: list[str]) -> list[str]:
-    return wrap(command, ["torchrun"])
+def torchrun_command(command: list[str], pool: str) -> list[str]:
+    return wrap(command, ["torchrun"], pool)
 
 
 def rank_env(job_env: dict[str, str], pool: GpuPoolConfig) -> dict[str, str]:
@@ -89,14 +98,16 @@ def rank_env(job_env: dict[str, str], pool: GpuPoolConfig) -> dict[str, str]:
             **env(pool)}
 
 
-def mpirun_command(command: list[str], check_mpirun: list[str]) -> list[str]:
+def mpirun_command(command: list[str], check_mpirun: list[str], pool: str) -> list[str]:
     """The launcher's command: `check_mpirun` (launcher.mpirun_command with rank_env and RANK_PROGRAM) under the
     check's driver, then the job's mpirun."""
-    return wrap(command, ["mpirun", *check_mpirun])
+    return wrap(command, ["mpirun", *check_mpirun], pool)
 
 
 def volume() -> dict[str, Any]:
-    return {"name": CODE_VOLUME, "configMap": {"name": CODE_CONFIG_MAP, "defaultMode": 0o444}}
+    # optional: a job submitted while the stack had the check, restarted after it no longer does, still starts
+    # (the wrapper then finds no module and the job runs).
+    return {"name": CODE_VOLUME, "configMap": {"name": CODE_CONFIG_MAP, "defaultMode": 0o444, "optional": True}}
 
 
 def add_code(pod_spec: dict[str, Any], container: dict[str, Any]) -> None:
@@ -110,11 +121,20 @@ def code_files() -> dict[str, str]:
     return {p.name: p.read_text(encoding="utf-8") for p in sorted(GOODPUT_DIR.iterdir()) if p.is_file()}
 
 
-def code_config_map(namespace: str) -> dict[str, Any]:
+def enforced_pools(pools: list[Any] | tuple[Any, ...]) -> list[str]:
+    """The GPU pools whose failed check fails the job: remediation `on` (names.ENFORCED_POOLS_FILE says why)."""
+    return sorted(p.name for p in pools if not p.is_cpu and p.remediation == names.MODE_ON)
+
+
+def code_config_map(namespace: str, enforced: list[str] | None = None) -> dict[str, Any]:
+    """The package, and with `enforced` (a job namespace's) the pools that fail jobs on a failed check."""
+    data = code_files()
+    if enforced is not None:
+        data[names.ENFORCED_POOLS_FILE] = json.dumps(enforced)
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": CODE_CONFIG_MAP, "namespace": namespace,
                          "labels": {"app.kubernetes.io/part-of": "gpucluster"}},
-            "data": code_files()}
+            "data": data}
 
 
 def needed(pools: list[Any] | tuple[Any, ...]) -> bool:
