@@ -84,11 +84,16 @@ def test_nccl_on_sockets_watches_the_efa_pools_only():
     assert {"tx_bytes", "rx_bytes", "rdma_read_bytes", "rdma_write_bytes"} <= efa_port_counters()
 
 
-def test_the_job_scoped_xid_alert_reads_the_node_alert_s_xids():
+def test_the_job_scoped_xid_alert_reads_the_node_alert_s_xids_fresh_only():
     rules = {r["alert"]: r for r in alerts.alert_rules(stack_config("dev"))}
+    # The node alert (the operator's): any fatal XID in the last 6 hours, unchanged by the job alert's fix.
     assert rules["GpuXidNeedsNodeReplacement"]["expr"] == f"max by (node, gpu) ({GA.xids_over_time()})"
+    assert GA.xids_over_time() == f"max_over_time(({GA.fatal_xids()})[6h:1m])"
+    # The job alert (the controller's): a change to a fatal XID within 2 minutes, held 10 minutes.
     assert rules["JobGpuXidNeedsNodeReplacement"]["expr"] == (
-        f"(gpucluster:job_node:info * on (node) group_left () max by (node) ({GA.xids_over_time()}))")
+        "(gpucluster:job_node:info * on (node) group_left () max by (node) (max_over_time(((" + GA.fatal_xids()
+        + ") and changes(DCGM_FI_DEV_XID_ERRORS[2m]) > 0)[10m:1m])))")
+    assert GA.fatal_xids().count("DCGM_FI_DEV_XID_ERRORS == ") == len(metrics.XIDS_REPLACE_NODE) == 15
 
 
 def test_every_expression_parses_and_names_only_emitted_series():
@@ -182,9 +187,15 @@ def test_promtool_nccl_on_sockets_names_the_busy_efa_node_whose_counters_went_fl
         # Error counters rising are not traffic.
         {"series": f'{metrics.EFA_COUNTER}{{node="n2", device="rdmap16s27", port="1", counter="rx_drops"}}',
          "values": f"0+5x{MINUTES}"},
+        # Every node of the job flat all along (an image without aws-ofi-nccl, or a `launcher: ps` job's gRPC),
+        # or all going flat together at minute 20: the job's setup, not a node's (doctor's nccl-socket-fallback).
+        *job("sockets", {"n10": 90, "n11": 90, "n12": 90}), *efa("n10", flat), *efa("n11", flat), *efa("n12", flat),
+        *job("together", {"n13": 90, "n14": 90}), *efa("n13", f"0+1000000x20 20000000x{MINUTES - 20}"),
+        *efa("n14", f"0+1000000x20 20000000x{MINUTES - 20}"),
     ]
     # Flat from minute 20: the 5-minute rate is 0 from minute 24 (its window (19, 24]), firing 5 minutes on.
     run(tmp_path, cfg, [rule], series, [
+        {"eval_time": "10m", "alertname": "NcclOnSockets", "exp_alerts": []},
         {"eval_time": "22m", "alertname": "NcclOnSockets", "exp_alerts": []},
         {"eval_time": "28m", "alertname": "NcclOnSockets", "exp_alerts": []},  # pending
         {"eval_time": "30m", "alertname": "NcclOnSockets", "exp_alerts": [
@@ -224,7 +235,7 @@ def test_promtool_a_straggler_among_its_peers_by_gpu_utilisation_and_by_step_tim
 
 
 @needs_promtool
-def test_promtool_a_fatal_xid_names_the_node_and_each_job_on_it(tmp_path):
+def test_promtool_a_fresh_fatal_xid_names_the_node_and_each_job_on_it_a_stale_one_the_node_only(tmp_path):
     cfg = stack_config("prod")
     rules = {r["alert"]: r for r in alerts.alert_rules(cfg)}
     node_rule, job_rule = rules["GpuXidNeedsNodeReplacement"], rules["JobGpuXidNeedsNodeReplacement"]
@@ -240,16 +251,26 @@ def test_promtool_a_fatal_xid_names_the_node_and_each_job_on_it(tmp_path):
         node_labels("n4"), *pod("a", "a-worker-0", "n4", "vision"), *pod("b", "b-worker-0", "n4", "language"),
         xid("n4", f"0x9 79x{MINUTES - 9}"),
         *job("ok", {"n5": 90}), xid("n5", f"13x{MINUTES}"),  # not a fatal XID
+        # n6 was repaired and put back in service; the gauge still holds its old 79 (no change all along).
+        *job("next", {"n6": 90}), xid("n6", f"79x{MINUTES}"),
     ]
     job_alerts = [fired(job_rule, "79", namespace="training", node="n2", gpucluster_job="llm"),
                   fired(job_rule, "79", namespace="vision", node="n4", gpucluster_job="a"),
                   fired(job_rule, "79", namespace="language", node="n4", gpucluster_job="b")]
     node_alerts = [fired(node_rule, "79", node="n2", gpu="3"), fired(node_rule, "48", node="n3", gpu="0"),
-                   fired(node_rule, "79", node="n4", gpu="0")]
+                   fired(node_rule, "79", node="n4", gpu="0"), fired(node_rule, "79", node="n6", gpu="0")]
+    job_alert = "JobGpuXidNeedsNodeReplacement"
     run(tmp_path, cfg, [node_rule, job_rule], series, [
-        {"eval_time": "5m", "alertname": "JobGpuXidNeedsNodeReplacement", "exp_alerts": []},
-        {"eval_time": "5m", "alertname": "GpuXidNeedsNodeReplacement", "exp_alerts": []},
-        {"eval_time": "30m", "alertname": "JobGpuXidNeedsNodeReplacement", "exp_alerts": job_alerts},
+        {"eval_time": "5m", "alertname": job_alert, "exp_alerts": []},  # n6's stale 79: not fresh
+        {"eval_time": "5m", "alertname": "GpuXidNeedsNodeReplacement",
+         "exp_alerts": [fired(node_rule, "79", node="n6", gpu="0")]},
+        # Fresh at minutes 9-10: n2's 79 fires though a harmless 13 replaced it a minute later.
+        {"eval_time": "12m", "alertname": job_alert, "exp_alerts": job_alerts},
+        {"eval_time": "18m", "alertname": job_alert, "exp_alerts": job_alerts},
+        # 10 minutes on nothing changed: the job alert ends, so an untainted node is not quarantined again;
+        # the node alert keeps its 6 hours for the operator.
+        {"eval_time": "22m", "alertname": job_alert, "exp_alerts": []},
+        {"eval_time": "40m", "alertname": job_alert, "exp_alerts": []},
         {"eval_time": "30m", "alertname": "GpuXidNeedsNodeReplacement", "exp_alerts": node_alerts},
     ])
 

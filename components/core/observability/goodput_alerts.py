@@ -11,6 +11,14 @@ that rule on the left and a per-node aggregate on the right (`JOB_NODE * on (nod
 jobs sharing a node then give two alerts, where the other way round would be a many-to-many error that
 fails the whole rule. A node's GPU utilisation is the mean of all its GPUs: multi-node jobs hold whole nodes.
 
+NcclOnSockets blames a node only when a peer of its job still carries EFA traffic: that node alone fell back.
+When every node of a job is flat the cause is the job's (an image without aws-ofi-nccl, NCCL_NET=Socket, a
+`launcher: ps` job talking gRPC over TCP), and quarantining its healthy nodes one by one would not fix it:
+doctor's log rule nccl-socket-fallback names that case. JobGpuXidNeedsNodeReplacement fires only for a
+fatal XID fresh in the last XID_FRESH_MINUTES: dcgm-exporter's gauge keeps the last XID, so a repaired
+node put back in service must not be blamed again under its next job (alerts.py's node-level
+GpuXidNeedsNodeReplacement keeps the XID_ALERT_HOURS view for the operator).
+
 Only series our exporters emit are named (metrics.py; tests/test_observability.py checks each against the
 exporters' own lists).
 """
@@ -35,6 +43,8 @@ REMEDIABLE_ALERTS: dict[str, str] = {
 }
 
 WINDOW = "5m"  # gauges averaged, EFA counters' rate: a few 15-30 s scrapes, past one slow step
+XID_FRESH_MINUTES = 10  # the job alert holds a new fatal XID this long: many controller passes (10 s)
+XID_CHANGE_MINUTES = 2  # a change seen within this window, on a 1-minute subquery step at 15-30 s scrapes
 NCCL_FLAT_MINUTES = 5  # EFA flat for this long (after the window) while the GPUs work
 STRAGGLER_MINUTES = 10
 STEPS_WINDOW_MINUTES = 2  # JobNoProgress: 4 scrapes at the jobs' 30 s; `for` covers the rest of N minutes
@@ -48,10 +58,22 @@ def efa_pools(cfg: StackConfig) -> list[str]:
     return [p.name for p in cfg.gpu_pools if p.efa_enabled]
 
 
+def fatal_xids() -> str:
+    """Each GPU whose last XID (the gauge's value) is one that needs the node replaced."""
+    return " or ".join(f"DCGM_FI_DEV_XID_ERRORS == {x}" for x in m.XIDS_REPLACE_NODE)
+
+
 def xids_over_time() -> str:
     """Any fatal XID of a GPU in the last XID_ALERT_HOURS: the expression GpuXidNeedsNodeReplacement aggregates."""
-    xids = " or ".join(f"DCGM_FI_DEV_XID_ERRORS == {x}" for x in m.XIDS_REPLACE_NODE)
-    return f"max_over_time(({xids})[{m.XID_ALERT_HOURS}h:1m])"
+    return f"max_over_time(({fatal_xids()})[{m.XID_ALERT_HOURS}h:1m])"
+
+
+def fresh_xids() -> str:
+    """A GPU whose gauge changed to a fatal XID in the last XID_FRESH_MINUTES: a value that never moved (the
+    XID of a node since repaired, or a new series of the next pod starting at it) is not fresh. Held over the
+    window, so a harmless XID right after the fatal one does not hide it."""
+    changed = f"changes(DCGM_FI_DEV_XID_ERRORS[{XID_CHANGE_MINUTES}m]) > 0"
+    return f"max_over_time((({fatal_xids()}) and {changed})[{XID_FRESH_MINUTES}m:1m])"
 
 
 def _per_job_node(per_node: str) -> str:
@@ -77,13 +99,16 @@ def _median(series: str) -> str:
 
 def nccl_on_sockets(cfg: StackConfig) -> str:
     util = job_node_gpu_util()
-    traffic = "|".join(m.EFA_TRAFFIC + m.EFA_RDMA)
+    counters = "|".join(m.EFA_TRAFFIC + m.EFA_RDMA)
+    traffic = f'sum by (node) (rate({m.EFA_COUNTER}{{counter=~"{counters}"}}[{WINDOW}]))'
     # Multi-node jobs only (one node's ranks talk over NVLink), counting the job's GPU nodes: an MPIJob's
     # launcher, or parameter servers, run on nodes without GPUs. `== 0`, not `unless ... > 0`: a node whose
-    # counters are missing (exporter down) is not blamed.
+    # counters are missing (exporter down) is not blamed. The last clause: some other node of the job (this
+    # one is flat) moves EFA bytes, so NCCL does use EFA there; all flat is the job's own setup (docstring).
     return (f"{util} > {m.IDLE_GPU_PERCENT} and on ({JOB_KEY}) (count by ({JOB_KEY}) ({util}) > 1) "
             f'and on (node) kube_node_labels{{{m.POOL_LABEL}=~"{"|".join(efa_pools(cfg))}"}} '
-            f'and on (node) (sum by (node) (rate({m.EFA_COUNTER}{{counter=~"{traffic}"}}[{WINDOW}])) == 0)')
+            f"and on (node) ({traffic} == 0) "
+            f"and on ({JOB_KEY}) {_per_job_node(f'({traffic} > 0)')}")
 
 
 def straggler(cfg: StackConfig) -> str:
@@ -99,7 +124,7 @@ def straggler(cfg: StackConfig) -> str:
 
 
 def xid_on_job_node() -> str:
-    return _per_job_node(f"max by (node) ({xids_over_time()})")
+    return _per_job_node(f"max by (node) ({fresh_xids()})")
 
 
 def no_progress() -> str:
@@ -122,10 +147,11 @@ def alert_rules(cfg: StackConfig) -> list[dict[str, Any]]:
         rules.append(m.alert(
             NCCL_ON_SOCKETS, nccl_on_sockets(cfg), NCCL_FLAT_MINUTES, "critical",
             f"Job {job}'s GPUs on {{{{ $labels.node }}}} are busy but the node's EFA devices moved no bytes for "
-            f"{NCCL_FLAT_MINUTES} minutes: NCCL runs over TCP sockets",
+            f"{NCCL_FLAT_MINUTES} minutes while its peers' did: NCCL on this node runs over TCP sockets",
             f"{REMEDY}. Otherwise: `bootstrap doctor {DOCTOR_ARGS}` (cause nccl-socket-fallback: NCCL_DEBUG=INFO "
-            "logs `NET/Socket`, no `NET/OFI`); the pod must request vpc.amazonaws.com/efa and its image carry the "
-            "aws-ofi-nccl plugin."))
+            "logs `NET/Socket`, no `NET/OFI`); the pod must request vpc.amazonaws.com/efa. A job whose nodes are "
+            "all flat (an image without the aws-ofi-nccl plugin, NCCL_NET=Socket) is not alerted here: doctor's "
+            "nccl-socket-fallback names it."))
     pct = f"{goodput.straggler_ratio * 100:g}%"
     rules += [
         m.alert(
@@ -138,9 +164,10 @@ def alert_rules(cfg: StackConfig) -> list[dict[str, Any]]:
         m.alert(
             XID, xid_on_job_node(), 0, "critical",
             f"Job {job} runs on {{{{ $labels.node }}}}, whose GPU reported XID {{{{ $value }}}} in the last "
-            f"{m.XID_ALERT_HOURS} hours",
+            f"{XID_FRESH_MINUTES} minutes",
             f"{REMEDY}. Otherwise: this XID does not clear with a restart (GpuXidNeedsNodeReplacement); "
-            "`kubectl cordon {{ $labels.node }}`, delete the job's pod there, terminate the instance."),
+            "`kubectl cordon {{ $labels.node }}`, delete the job's pod there, terminate the instance. Only a "
+            "fresh XID fires: the gauge keeps the last one, so a repaired node back in service is not blamed again."),
         m.alert(
             NO_PROGRESS, no_progress(), goodput.no_progress_minutes - STEPS_WINDOW_MINUTES, "warning",
             f"Job {job} has counted no step for {goodput.no_progress_minutes} minutes",
