@@ -428,3 +428,98 @@ def test_an_eviction_puts_the_job_back_in_the_queue_and_the_wait_is_not_paid():
 def test_names_and_phases_agree():
     assert re.fullmatch(r"[a-z_]+", "".join(names.PHASES)) and len(names.PHASES) == 8
     assert set(accounting.breakdown(account((1295,)), run.unix(1295))["phases"]) == set(names.PHASES)
+
+
+# -- the idle tail ------------------------------------------------------------------------------------------
+
+DAY = 86400
+
+
+def lingering(monkeypatch):
+    """node-a and node-c stay after the job (the next job's, a blocked scale-down): they never go."""
+    nodes = run.nodes
+    monkeypatch.setattr(run, "nodes", lambda moment: nodes(min(moment, 2815)))
+
+
+def foreign(name: str, node: str, scheduled: int, owner: str | None = None) -> dict:
+    """A pod not of the job: the next job's, an earlier job's left behind, a DaemonSet's."""
+    meta = {"name": name, "uid": name, "namespace": run.NS, "creationTimestamp": run.iso(scheduled - 60),
+            "labels": {"gpucluster.io/job": name.split("-")[0]},
+            **({"ownerReferences": [{"kind": owner, "name": "x"}]} if owner else {})}
+    return {"metadata": meta, "spec": {"nodeName": node}, "status": {"conditions": [
+        {"type": "PodScheduled", "status": "True", "lastTransitionTime": run.iso(scheduled)}]}}
+
+
+def watched(moments, others=(), extra=()) -> list[dict]:
+    """The record after each look, as account() keeps it, with `others` passed to observe()."""
+    record, out = None, []
+    for moment in moments:
+        seen = [accounting.observe(*run.observed(moment), [o for o in others if o["status"]["conditions"][0][
+            "lastTransitionTime"] <= run.iso(moment)]), *[list(extra)]]
+        record = accounting.merge(record, [e for batch in seen for e in batch], run.trainjob(moment))
+        out.append(record)
+    return out
+
+
+def test_a_finished_job_s_tail_stops_at_the_cap_while_its_nodes_live_on_and_the_record_stops_changing(monkeypatch):
+    lingering(monkeypatch)
+    # The controller's passes: the hour after the end (2215) and a day later.
+    moments = (*run.MOMENTS[:4], 2215 + 1800, 2215 + 3590, 2215 + 3610, 2215 + 7200, 2215 + DAY)
+    records = watched(moments)
+    two_hours, a_day = (accounting.breakdown(records[-1], run.unix(2215 + t)) for t in (7200, DAY))
+    assert two_hours == a_day
+    assert a_day["phases"] == {**run.EXPECTED, "idle_tail": 60 * accounting.TAIL_CAP_MINUTES} and \
+        accounting.TAIL_CAP_MINUTES == 60
+    assert sum(a_day["phases"].values()) == a_day["wall_clock_seconds"] == 2215 + 3600
+    assert a_day["end"] == "2026-12-05T11:36:55Z"
+    assert a_day["goodput"] == round(796 / (2215 + 3600 - 300), 6) == 0.144334
+    # Open, the tail runs to now; the first look past the cap closes it and no look after changes the record.
+    assert accounting.breakdown(records[4], run.unix(2215 + 1800))["phases"]["idle_tail"] == 1800
+    assert records[5] != records[6] == records[7] == records[8]
+
+
+def test_the_cap_is_the_pool_s_idle_minutes_and_a_margin_when_the_record_knows_them(monkeypatch):
+    lingering(monkeypatch)
+    pool = {"type": "pool", "gpu_hour_usd": run.GPU_HOUR_USD, "bills_while_queued": False, "idle_minutes": 10}
+    record = watched((*run.MOMENTS[:4], 2215 + DAY), extra=(pool,))[-1]
+    found = accounting.breakdown(record, run.unix(2215 + DAY))
+    assert accounting.TAIL_MARGIN_MINUTES == 2 and record["idle_minutes"] == 10
+    assert found["phases"] == {**run.EXPECTED, "idle_tail": 12 * 60}
+    assert sum(found["phases"].values()) == found["wall_clock_seconds"] == 2215 + 720
+
+
+def test_the_next_job_s_pod_on_a_node_of_the_last_attempt_ends_the_tail_when_it_was_scheduled(monkeypatch):
+    lingering(monkeypatch)
+    others = [foreign("next-node-0-0", "node-a", 2500), foreign("next-node-0-1", "node-c", 2530),
+              foreign("earlier-worker-0", "node-a", 400),  # before the job finished: an earlier job's
+              foreign("fluentbit-x1", "node-a", 2300, owner="DaemonSet"), foreign("other-0", "node-b", 2260)]
+    records = watched((*run.MOMENTS[:3], 2600, 2815, 2215 + DAY), others)
+    found = accounting.breakdown(records[-1], run.unix(2215 + DAY))
+    # node-b went with the first attempt: another job's pod there says nothing about this one's tail.
+    assert found["phases"] == {**run.EXPECTED, "idle_tail": 2500 - 2215}
+    assert sum(found["phases"].values()) == found["wall_clock_seconds"] == 2500
+    assert records[3] == records[4] == records[5]  # closed at the first look that saw the next job's pod
+    assert {e["node"]: e.get("reused") for e in records[-1]["events"] if e["type"] == "node"} == {
+        "node-a": run.unix(2500), "node-b": run.unix(2260), "node-c": run.unix(2530)}
+
+
+def test_observe_reports_only_foreign_non_daemonset_pods_scheduled_after_the_finish():
+    others = [foreign("next-node-0-0", "node-a", 2500), foreign("earlier-worker-0", "node-a", 400),
+              foreign("fluentbit-x1", "node-c", 2300, owner="DaemonSet"),
+              foreign("kube-proxy-x", "node-c", 2300, owner="Node")]
+    mine = run.pods(2600)
+    reused = [e for e in accounting.observe(*run.observed(2600), [*others, *mine]) if e["type"] == "reused"]
+    assert reused == [{"type": "reused", "node": "node-a", "at": run.unix(2500)}]
+    assert not [e for e in accounting.observe(*run.observed(1295), others) if e["type"] == "reused"]
+
+
+def test_merging_into_a_closed_record_changes_nothing():
+    record = account()  # the nodes gone at 2875: closed
+    job = run.trainjob(2875)
+    later = [*accounting.observe(run.unix(2215 + DAY), job, run.workload(2875), [], [], {},
+                                 [foreign("next-node-0-0", "node-a", 2400)]),
+             {"type": "pool", "gpu_hour_usd": 1.0, "bills_while_queued": True, "idle_minutes": 5},
+             {"type": "failure", "at": run.unix(3000), "uid": "x", "reason": "x: deleted"}]
+    again = accounting.merge(record, later, job)
+    assert again == record and again is not record
+    assert accounting.breakdown(again, run.unix(2215 + DAY))["phases"] == run.EXPECTED

@@ -66,21 +66,21 @@ def run_verb(capsys, verb, *argv, now):
 
 REPORT = """\
 llama (TrainJob in training): Succeeded; 2 nodes x 8 GPUs = 16 GPUs
-from 2026-12-05 10:00:00 UTC to 2026-12-05 10:46:55 UTC: 46m (2,815 s)
+from 2026-12-05 10:00:00 UTC to 2026-12-05 10:43:55 UTC: 43m (2,635 s)
 
 PHASE             SECONDS  GPU-HOURS   SHARE
-queued                300       1.33   10.7%  not paid
-scaling_up            240       1.07    8.5%
-pulling_image         120       0.53    4.3%
-initialising          120       0.53    4.3%
-training              796       3.54   28.3%
-checkpointing          60       0.27    2.1%
-lost_to_restarts      579       2.57   20.6%
-idle_tail             600       2.67   21.3%
-total               2,815      12.51  100.0%
+queued                300       1.33   11.4%  not paid
+scaling_up            240       1.07    9.1%
+pulling_image         120       0.53    4.6%
+initialising          120       0.53    4.6%
+training              796       3.54   30.2%
+checkpointing          60       0.27    2.3%
+lost_to_restarts      579       2.57   22.0%
+idle_tail             420       1.87   15.9%
+total               2,635      11.71  100.0%
 
-goodput 31.7%: 3.54 of 11.18 paid GPU-hours trained the model
-cost $76.90 at $6.88 per GPU-hour; 80 useful steps: $0.9613 per useful step
+goodput 34.1%: 3.54 of 10.38 paid GPU-hours trained the model
+cost $71.40 at $6.88 per GPU-hour; 80 useful steps: $0.8925 per useful step
 restarts: 1 (2026-12-05 10:21:36 UTC: remediation: straggler on node-b)
 remediations (the goodput controller's, on the job):
   2026-12-05T10:21:36Z  quarantined  node-b  straggler  (remediation on)
@@ -88,8 +88,8 @@ remediations (the goodput controller's, on the job):
 
 
 def test_report_splits_the_paid_gpu_hours_and_adds_up_to_the_wall_clock(cluster, capsys):
-    """The controller's record up to 2815 (the nodes still there), the cluster at 2875 (gone): the report ends the
-    idle tail when they were last seen."""
+    """The controller's record up to 2815 (the nodes still there), the cluster at 2875 (gone): with --stack the
+    idle tail stops at prod's idleMinutes (5) plus 2 (420 s after the finish), before the nodes were last seen."""
     live(cluster, 2875)
     cluster.add(record_map(controller_record(2815)))
     code, out, err = run_verb(capsys, report, "--stack", "prod", run.NAME, now=at(2875))
@@ -97,10 +97,11 @@ def test_report_splits_the_paid_gpu_hours_and_adds_up_to_the_wall_clock(cluster,
     assert out == REPORT
     code, out, _ = run_verb(capsys, report, "--stack", "prod", run.NAME, "--json", now=at(2875))
     found = json.loads(out)
-    assert found["phases"] == run.EXPECTED and sum(found["phases"].values()) == found["wall_clock_seconds"] == 2815
+    assert found["phases"] == {**run.EXPECTED, "idle_tail": 420}
+    assert sum(found["phases"].values()) == found["wall_clock_seconds"] == 2635
     assert (found["goodput"], found["steps"], found["restarts"], found["recorded"], found["live"]) == (
-        round(796 / 2515, 6), 80, 1, True, True)
-    assert found["gpu_hour_usd"] == 6.88 and found["cost_usd"] == 76.9
+        round(796 / 2335, 6), 80, 1, True, True)
+    assert found["gpu_hour_usd"] == 6.88 and found["cost_usd"] == 71.4
     assert [r["node"] for r in found["remediations"]] == ["node-b"]
 
 
@@ -158,7 +159,8 @@ def test_without_cluster_the_report_cannot_run(tmp_path, capsys, monkeypatch):
 
 def test_the_pool_terms_are_the_node_s_price_over_the_gpus_the_job_uses():
     assert goodput.pool_terms(stack_config("prod"), run.trainjob(0)) == {
-        "type": "pool", "gpu_hour_usd": 6.88, "bills_while_queued": False}  # $55.04 a p5.48xlarge, 8 GPUs
+        "type": "pool", "gpu_hour_usd": 6.88, "bills_while_queued": False,  # $55.04 a p5.48xlarge, 8 GPUs
+        "idle_minutes": 5}
     assert goodput.pool_terms(None, run.trainjob(0)) is None  # no --stack: no price
     pools = json.loads(stack_raw("prod")["gpucluster:gpuPools"])
     for change in ({"minNodes": 2}, {"capacityReservationId": "cr-0123456789abcdef0"}):

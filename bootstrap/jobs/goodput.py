@@ -73,15 +73,16 @@ def records(kube: Kube, namespace: str) -> dict[str, dict[str, Any]]:
 
 def pool_terms(cfg: config.StackConfig | None, job: dict[str, Any]) -> dict[str, Any] | None:
     """The job's pool's terms, as accounting.merge takes them: USD per GPU-hour (the node's price over the GPUs the
-    job uses on it: a job pays for whole nodes) and whether the pool's nodes bill while the job waits (a capacity
-    reservation bills whether used or not; minNodes stay up)."""
+    job uses on it: a job pays for whole nodes), whether the pool's nodes bill while the job waits (a capacity
+    reservation bills whether used or not; minNodes stay up) and its idle minutes."""
     pool_name = (job["metadata"].get("labels") or {}).get(state.POOL_LABEL)
     pool = next((p for p in cfg.gpu_pools if p.name == pool_name), None) if cfg is not None else None
     if pool is None:
         return None
     per_node = accounting.job_gpus(job)[1] or pool.instance.gpu_count
     return {"type": "pool", "gpu_hour_usd": round(cfg.price(pool.instance_type) / per_node, 6),
-            "bills_while_queued": pool.capacity_reservation_id is not None or pool.min_nodes > 0}
+            "bills_while_queued": pool.capacity_reservation_id is not None or pool.min_nodes > 0,
+            "idle_minutes": pool.idle_minutes}  # caps the idle tail (accounting.TAIL_MARGIN_MINUTES)
 
 
 def step_logs(kube: Kube, job: dict[str, Any], pods: list[dict[str, Any]]) -> dict[str, str]:

@@ -3,8 +3,7 @@
 Standard library only (this file ships into the cluster). The controller calls observe() on what is live each
 round, merge() into the job's record (a ConfigMap: names.RECORD_PREFIX + job, data[names.RECORD_KEY], since pods
 and their logs go with each restart) and breakdown() for its metrics; `bootstrap report` does the same with what
-it reads. Every second from the job's creation to its end (its nodes gone after it finished, or now) is exactly
-one phase of names.PHASES, in whole seconds, so the phases add up to the wall-clock time exactly:
+it reads. Every second from the job's creation to its end (now, or the end of its idle tail) is exactly one phase of names.PHASES, in whole seconds, so the phases add up to the wall-clock time exactly:
 
 - queued: the Workload waits for quota, from creation to the first QuotaReserved (or Admitted), and again from
   an eviction (once the evicted pods have terminated) to the next;
@@ -19,8 +18,11 @@ one phase of names.PHASES, in whole seconds, so the phases add up to the wall-cl
   container that ended with a non-zero code, a pod deleted (remediation, eviction, the JobSet's restart), an
   eviction, a pod of a new restart attempt (jobset.sigs.k8s.io/restart-attempt) or a re-created pod of the same
   name (the MPI Operator's workers), or step numbers that go back. Without step lines, until containers start.
-- idle_tail: from the job's end (Succeeded or Failed) until the nodes of its last attempt are gone (or now);
-  none on a pool whose nodes bill while queued (they stay: a reservation, minNodes).
+- idle_tail: from the job's end (Succeeded or Failed) until the first of: the nodes of its last attempt gone
+  (when last seen); a pod not of the job (nor a DaemonSet's) scheduled on one of them (the next job's: they are
+  its nodes now); the cap, the pool's idleMinutes + TAIL_MARGIN_MINUTES after the end (TAIL_CAP_MINUTES when the
+  record does not know them). Until then, up to now. None on a pool whose nodes bill while queued (they stay: a
+  reservation, minNodes). Once the tail is closed, the record is final: merge() leaves it as it is.
 
 Where two apply, the first of idle_tail, checkpointing, queued, lost_to_restarts wins. GPU-seconds are seconds x
 the job's GPUs (nodes x GPUs per node); paid GPU-seconds leave out queued unless the record says the pool's nodes
@@ -47,6 +49,12 @@ from . import steps as step_lines
 from .events import _MERGED, FAILURE_SLACK, VERSION, job_gpus, job_pod_selector, observe, remediations  # noqa: F401
 
 MAX_PODS, MAX_FAILURES, MAX_CHECKPOINTS, MAX_STARTS = 400, 400, 4000, 8  # a record stays far below 1 MiB
+# The idle tail's cap. cluster-autoscaler removes a node idle for the pool's idleMinutes (at most 60:
+# config/pools.py IDLE_MINUTES_MAX); draining a node without training pods and terminating the instance take
+# a minute or two more (planning/teardown.py removal_minutes: idleMinutes + 2). Nodes alive after that are not
+# idling for this job (another one's pods, a pod the controller does not see, a scale-down blocked): not its cost.
+TAIL_MARGIN_MINUTES = 2
+TAIL_CAP_MINUTES = 60  # when the record has no idleMinutes (its pool event did not say): the largest allowed
 
 def _key(e: dict) -> tuple:
     kind = e["type"]
@@ -59,7 +67,7 @@ def _merge_entry(old: dict, new: dict) -> dict:
     out = dict(old)
     if new["type"] == "node":  # seen: merge() moves it on once the job has finished
         out.update(created=old.get("created") or new.get("created"), gone=False)
-        return out
+        return out  # seen and reused: merge() sets them
     for k in ("created", "scheduled", "started"):  # the first seen
         known = [v for v in (old.get(k), new.get(k)) if v is not None]
         out[k] = min(known) if known else None
@@ -78,24 +86,32 @@ def _new_record(job: dict) -> dict:
 
 
 def merge(record: dict | None, events: Iterable[dict], job: dict) -> dict:
-    """The record with `events` in (a new one for a job it is not of); the input record is left as it was.
+    """The record with `events` in (a new one for a job it is not of); the input record is left as it was. A
+    finished job's record whose idle tail is closed is final: returned as it was.
 
-    An event {"type": "pool", "gpu_hour_usd", "bills_while_queued"} sets the pool's terms in the record."""
+    An event {"type": "pool", "gpu_hour_usd", "bills_while_queued", "idle_minutes" (optional)} sets the pool's
+    terms in the record."""
     meta = job["metadata"]
     fresh = record is None or record.get("version") != VERSION or record.get("uid") != meta.get("uid")
     out = _new_record(job) if fresh else json.loads(json.dumps(record))
+    if not fresh and _closed(out):
+        return out
     nodes, per_node = job_gpus(job)
     if nodes and per_node:
         out.update(nodes=nodes, gpus_per_node=per_node, gpus=nodes * per_node)
     kept = {_key(e): e for e in out["events"]}
     folded_until = (out.get("folded_checkpoints") or {}).get("until") or -math.inf
-    observed = []
+    observed, reused = [], []
     for e in events:
         kind = e["type"]
         if kind == "observed":
             observed.append(e)
+        elif kind == "reused":
+            reused.append(e)
         elif kind == "pool":
             out.update(gpu_hour_usd=e.get("gpu_hour_usd"), bills_while_queued=bool(e.get("bills_while_queued")))
+            if e.get("idle_minutes") is not None:
+                out["idle_minutes"] = e["idle_minutes"]
         elif kind == "checkpoint" and e["start"] <= folded_until:
             continue  # counted in folded_checkpoints already
         elif (key := _key(e)) in kept:
@@ -103,14 +119,18 @@ def merge(record: dict | None, events: Iterable[dict], job: dict) -> dict:
                 kept[key] = _merge_entry(kept[key], e)
         else:
             kept[key] = dict(e)
-    # When a node was last seen matters once the job has finished (its idle tail): not before, so that a record
-    # changes only when something happens.
-    finished = any(e["type"] == "finished" for e in kept.values())
+    # When a node was last seen matters once the job has finished (its idle tail), up to the tail's cap: not
+    # before nor after, so that a record changes only when something happens.
+    done = min((e["at"] for e in kept.values() if e["type"] == "finished"), default=None)
+    node_entries = [e for e in kept.values() if e["type"] == "node"]
     for o in (o for o in observed if o.get("nodes") is not None):
-        for e in (e for e in kept.values() if e["type"] == "node"):
+        for e in node_entries:
             e["gone"] = e["node"] not in o["nodes"]
-            if finished and not e["gone"]:
-                e["seen"] = max(e.get("seen") or 0.0, o["at"])
+            if done is not None and not e["gone"]:
+                e["seen"] = max(e.get("seen") or 0.0, min(o["at"], done + _tail_cap(out)))
+    for r in reused:  # only for the job's nodes: observe() does not know which they are
+        for e in (e for e in node_entries if e["node"] == r["node"]):
+            e["reused"] = min(e.get("reused") or r["at"], r["at"])
     out["events"] = _thin(list(kept.values()), out)
     return out
 
@@ -172,13 +192,19 @@ def _iso(at: float | None) -> str | None:
     return None if at is None else datetime.fromtimestamp(round(at), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _tail_cap(record: dict) -> float:
+    minutes = record.get("idle_minutes")
+    return 60.0 * (minutes + TAIL_MARGIN_MINUTES if minutes is not None else TAIL_CAP_MINUTES)
+
+
 def _end(record: dict, by: dict[str, list[dict]], failures: list[tuple[float, str]], finished: float | None,
-         now: float) -> float:
-    """Now for a job still running; else when the nodes of its last attempt were last seen (now if still there)."""
+         now: float) -> tuple[float, bool]:
+    """(The job's end, whether it is final): now for a job still running; else the end of its idle tail (the
+    module's docstring), now while it is still open."""
     if finished is None:
-        return now
+        return now, False
     if record.get("bills_while_queued"):
-        return finished
+        return finished, True
     gpu = [p for p in by["pod"] if p.get("gpu")] or by["pod"]
     attempts = [p["attempt"] for p in gpu if p.get("attempt") is not None]
     if attempts:
@@ -189,10 +215,14 @@ def _end(record: dict, by: dict[str, list[dict]], failures: list[tuple[float, st
     final = {p["node"] for p in last if p.get("node")}
     entries = [n for n in by["node"] if n["node"] in final]
     if not entries:
-        return finished
-    if not all(n.get("gone") for n in entries):
-        return max(finished, now)
-    return max(finished, *(n.get("seen") or finished for n in entries))
+        return finished, True
+    cap = finished + _tail_cap(record)
+    ends = [max(finished, n["reused"]) for n in entries if n.get("reused") is not None]
+    if all(n.get("gone") for n in entries):
+        ends.append(max(finished, *(n.get("seen") or finished for n in entries)))
+    if ends or max(n.get("seen") or 0.0 for n in entries) >= cap:  # seen stops at the cap: merge()
+        return min([cap, *ends]), True
+    return min(cap, max(finished, now)), False
 
 
 def _landmarks(record: dict, by: dict[str, list[dict]], failures: list[tuple[float, str]], admitted: float,
@@ -265,19 +295,31 @@ def _restarts(by: dict[str, list[dict]], failures: list[tuple[float, str]], fini
     return [{"at": _iso(at), "reason": why} for at, why in causes]
 
 
-def breakdown(record: dict, now: float) -> dict:
-    """Where the job's wall-clock time and GPU-seconds went, by names.PHASES (the module's docstring)."""
+def _facts(record: dict, now: float) -> tuple:
+    """(events by type, created, the finished event, finished, admitted, failures) of a record."""
     by = _by_type(record.get("events") or [])
-    pods, steps = by["pod"], by["step"]
     known = [t for e in record.get("events") or [] for t in (e.get("at"), e.get("created")) if t is not None]
     created = min((e["at"] for e in by["created"]), default=min(known, default=now))
     done = min(by["finished"], key=lambda e: e["at"], default=None)
     finished = done["at"] if done else None
     admits = sorted(e["at"] for e in by["quota_reserved"] + by["admitted"])
-    admitted = admits[0] if admits else min((p["created"] for p in pods if p.get("created")), default=None)
+    admitted = admits[0] if admits else min((p["created"] for p in by["pod"] if p.get("created")), default=None)
     failures = [(at, why) for at, why in _failure_times(by)
                 if admitted is not None and at >= admitted and (finished is None or at < finished)]
-    end = _end(record, by, failures, finished, now)
+    return by, created, done, finished, admitted, failures
+
+
+def _closed(record: dict) -> bool:
+    """Whether the record is final: the job finished and its idle tail ended."""
+    by, _, _, finished, _, failures = _facts(record, math.inf)
+    return finished is not None and _end(record, by, failures, finished, math.inf)[1]
+
+
+def breakdown(record: dict, now: float) -> dict:
+    """Where the job's wall-clock time and GPU-seconds went, by names.PHASES (the module's docstring)."""
+    by, created, done, finished, admitted, failures = _facts(record, now)
+    pods, steps = by["pod"], by["step"]
+    end = _end(record, by, failures, finished, now)[0]
     start, stop = round(created), max(round(created), round(end))
 
     def spans(found: Iterable[tuple[float, float]]) -> list[tuple[int, int]]:

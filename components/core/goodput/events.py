@@ -137,11 +137,31 @@ def _pod_events(pod: dict) -> list[dict]:
              "ended": max(ends) if ends and None not in ends else None}, *failures]
 
 
+def _reused(finished: float, others: list[dict], mine: set) -> dict[str, float]:
+    """Node -> when the first pod not of the job (nor a DaemonSet's or a static one: they are on every node) was
+    scheduled on it at or after the job finished: the node is someone else's from then. A pod there before the
+    finish (an earlier job's, left behind) says nothing about when the node stopped idling."""
+    out: dict[str, float] = {}
+    for pod in others:
+        meta = pod.get("metadata") or {}
+        if (meta.get("uid") or meta.get("name")) in mine or any(
+                o.get("kind") in ("DaemonSet", "Node") for o in meta.get("ownerReferences") or []):
+            continue
+        node = (pod.get("spec") or {}).get("nodeName")
+        scheduled = next((c.get("lastTransitionTime") for c in (pod.get("status") or {}).get("conditions") or []
+                          if c.get("type") == "PodScheduled" and c.get("status") == "True"), None)
+        at = _ts(scheduled) if scheduled else _ts(meta.get("creationTimestamp"))
+        if node and at is not None and at >= finished:
+            out[node] = min(out.get(node, at), at)
+    return out
+
+
 def observe(now: float, job: dict, workload: dict | None, pods: list[dict], nodes: list[dict] | None,
-            logs: dict[str, str]) -> list[dict]:
+            logs: dict[str, str], others: list[dict] | None = None) -> list[dict]:
     """The events in what is live. `nodes`: the cluster's nodes (None: not known); a node of the job missing from
-    it is gone (a controller may leave out a node another job now uses: the idle tail ends there). `logs`: pod
-    name -> log text (rank 0's: an MPIJob's launcher, a TrainJob's node 0, a JobSet's chief)."""
+    it is gone. `logs`: pod name -> log text (rank 0's: an MPIJob's launcher, a TrainJob's node 0, a JobSet's
+    chief). `others`: pods not of the job (None: not known); one scheduled on the job's node after it finished
+    ends its idle tail ({"type": "reused"} events)."""
     events: list[dict] = [{"type": "observed", "at": now, "nodes": None if nodes is None else
                            sorted(n["metadata"]["name"] for n in nodes)}]
     if (created := _ts(job["metadata"].get("creationTimestamp"))) is not None:
@@ -167,6 +187,10 @@ def observe(now: float, job: dict, workload: dict | None, pods: list[dict], node
                            "created": _ts(by_name[node]["metadata"].get("creationTimestamp"))})
     for text in (logs or {}).values():
         events += step_lines.parse(text)
+    if finished is not None and others:
+        mine = {(p.get("metadata") or {}).get("uid") or (p.get("metadata") or {}).get("name") for p in pods}
+        events += [{"type": "reused", "node": node, "at": at}
+                   for node, at in sorted(_reused(finished["at"], others, mine).items())]
     return events
 
 

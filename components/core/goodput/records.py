@@ -3,7 +3,9 @@
 Per job: its pods (accounting.job_pod_selector), its Kueue Workload (owned by the job), rank 0's log tail (the
 step lines), the nodes; accounting.observe -> merge into the stored record -> write it back when it changed,
 then breakdown for /metrics. accounting.merge changes a record only when something happened (a pod, a step
-line, a condition), so a quiet job costs no write.
+line, a condition), so a quiet job costs no write, and a finished job's record once its idle tail is closed.
+The other jobs' pods (the pods the controller lists anyway) tell when a finished job's nodes went to another job;
+pods it does not list (other namespaces, unlabelled) are left to the tail's cap: no extra API call per pass.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import json
 from typing import Any
 
 from . import kubeapi, names
-from .remediation import JOB_LABEL, Job
+from .remediation import JOB_LABEL, POOL_LABEL, Job
 
 WORKLOADS = "kueue.x-k8s.io/v1beta2"  # Kueue v0.19.2 (bootstrap/cluster/kinds.py)
 MPI_ROLE = "training.kubeflow.org/job-role"  # mpi-operator v0.8.2 v2beta1 JobRoleLabel
@@ -72,8 +74,13 @@ class Books:
             before = json.loads((stored.get("data") or {}).get(names.RECORD_KEY) or "null") if stored else None
         except ValueError:
             before = None  # not ours to read: started afresh
-        events = acc.observe(now, job.obj, workload, mine, nodes, logs)
+        uids = {p["metadata"].get("uid") for p in mine}
+        others = [p for p in pods if p["metadata"].get("uid") not in uids and (p.get("spec") or {}).get("nodeName")]
+        events = acc.observe(now, job.obj, workload, mine, nodes, logs, others)
         if (terms := cfg.pool_event(job.obj, acc.job_gpus(job.obj)[1])) is not None:
+            pool = cfg.terms.get((job.obj["metadata"].get("labels") or {}).get(POOL_LABEL) or "") or {}
+            if pool.get("idleMinutes") is not None:  # the idle tail's cap (accounting.TAIL_MARGIN_MINUTES)
+                terms["idle_minutes"] = float(pool["idleMinutes"])
             events.append(terms)
         record = acc.merge(before if isinstance(before, dict) else None, events, job.obj)
         if record != before:
