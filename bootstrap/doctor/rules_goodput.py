@@ -18,7 +18,7 @@ from typing import Any
 from bootstrap.doctor.bundle import JOB_KINDS, Bundle, name
 from bootstrap.doctor.findings import Evidence, Finding
 from bootstrap.doctor.rules_pods import container_statuses
-from components.core.goodput import names
+from components.core.goodput import events, names
 
 
 def check_verdict(status: dict[str, Any]) -> tuple[dict[str, Any], str] | None:
@@ -83,21 +83,12 @@ def pre_step_check_failed(bundle: Bundle) -> list[Finding]:
     return []
 
 
-def _records(job: dict[str, Any]) -> list[dict[str, Any]]:
-    text = ((job.get("metadata") or {}).get("annotations") or {}).get(names.REMEDIATIONS_ANNOTATION)
-    try:
-        records = json.loads(text) if text else []
-    except ValueError:
-        return []
-    return [r for r in records if isinstance(r, dict)] if isinstance(records, list) else []
-
-
 def node_quarantined(bundle: Bundle) -> list[Finding]:
     """What the controller did to the job's nodes (or, in dry-run, would have), from the job's own record."""
     findings = []
     for kind in JOB_KINDS:
         for job in bundle.of(kind):
-            records = _records(job)
+            records = events.remediations(job)
             if not records:
                 continue
             evidence = tuple(Evidence("annotation", f"{kind}/{name(job)}",

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import names
+from .events import remediations
 
 POOL_LABEL = "gpucluster.io/pool"  # components/core/kube/nodepool.py POOL_LABEL (not importable here)
 JOB_LABEL = "gpucluster.io/job"  # components/core/kube/workers.py JOB_LABEL: every pod of a job has it
@@ -151,13 +152,7 @@ class Skip:
     quiet: bool = False  # already done: not worth a log line every pass
 
 
-def records_of(job: dict[str, Any]) -> list[dict[str, Any]]:
-    text = ((job.get("metadata") or {}).get("annotations") or {}).get(names.REMEDIATIONS_ANNOTATION)
-    try:
-        found = json.loads(text) if text else []
-    except ValueError:
-        return []
-    return [r for r in found if isinstance(r, dict)] if isinstance(found, list) else []
+records_of = remediations  # the job's records (events.py reads them for the accounting too)
 
 
 def quarantined(node: dict[str, Any]) -> bool:
