@@ -182,6 +182,8 @@ def test_a_larger_pool_changes_its_node_group_quota_and_cost_and_nothing_else(pr
         # Prometheus is sized for every pool at maxNodes: four more p5 nodes' series.
         "gpucluster-prod-monitoring-stack": ["values.prometheus.prometheusSpec.resources.limits.memory",
                                              "values.prometheus.prometheusSpec.resources.requests.memory"],
+        # The goodput controller caps quarantines at a quarter of each pool's maxNodes (its config, read each pass).
+        "gpucluster-prod-goodput-configmap-gpucluster-goodput-config": ["data.config.json"],
     }
     assert not any(c.replaced for c in result.changed)
     gpus = {c.row["name"]: (before, after) for c in result.changed for p, before, after in c.properties

@@ -37,7 +37,8 @@ def test_prod_remediates_h100_dev_leaves_its_pool_off_and_both_read_their_namesp
     assert dev["pools"] == {"dev": "off"} and dev["namespaces"] == ["training"]
     # What a node costs, for the cost per useful step (`bootstrap report` computes the same).
     assert dev["poolTerms"] == {"dev": {"nodeHourUsd": dev_cfg.price("g6e.xlarge"), "gpusPerNode": 1,
-                                        "billsWhileQueued": False, "idleMinutes": 3}}
+                                        "billsWhileQueued": False, "idleMinutes": 3,
+                                        "maxNodes": 2}}
     # The controller reads exactly that.
     parsed = controller.Config.parse(json.dumps(prod))
     assert parsed.pools == {"h100": "on"} and parsed.namespaces == ("training", "vision", "language")

@@ -179,6 +179,13 @@ def test_at_most_a_quarter_of_a_pool_is_quarantined_and_at_least_one_node_may_be
     actions, (skip,) = r.decide(r.pre_step_signals(failed_pod(message)), jobs(job()), pool(2), [], {"h100": "on"}, NOW)
     assert [a.signal.node for a in actions] == [GOOD] and skip.signal.node == BAD
     assert skip.why == "pool h100: 1 of 2 nodes quarantined already, at most 1 (25%)"
+    # A pool scaled from zero to a few of its 16 nodes: the cap is a quarter of maxNodes, not of the nodes up now.
+    actions, skips = r.decide(r.pre_step_signals(failed_pod(message)), jobs(job()), pool(2), [], {"h100": "on"},
+                              NOW, {"h100": 16})
+    assert sorted(a.signal.node for a in actions) == sorted([BAD, GOOD]) and skips == []
+    # dry-run changes nothing, so it is never capped.
+    actions, skips = r.decide(straggler(), jobs(job()), pool(16, taint=4), [], {"h100": "dry-run"}, NOW)
+    assert [a.action for a in actions] == ["would-quarantine"] and skips == []
 
 
 def test_alerts_remediate_one_node_per_job_per_ten_minutes_and_the_pre_step_check_is_exempt():

@@ -8,7 +8,7 @@ is read from its ConfigMap every pass (a change applies at the next pass, no res
 rendered by components/core/observability/goodput_agent.py:
     {"pools": {<pool>: "off"|"dry-run"|"on"}, "namespaces": [...], "prometheusUrl": "http://...",
      "alerts": {<alert name>: <reason>}, "intervalSeconds": 10, "logTailLines": 200,
-     "poolTerms": {<pool>: {"nodeHourUsd", "gpusPerNode", "billsWhileQueued"}}}
+     "poolTerms": {<pool>: {"nodeHourUsd", "gpusPerNode", "billsWhileQueued", "idleMinutes", "maxNodes"}}}
 GPUCLUSTER_GOODPUT_PROMETHEUS_URL overrides prometheusUrl (the local control plane has no Prometheus).
 
 A pod watch per training namespace keeps every pod that ended with the pre-step check's exit code until a pass
@@ -193,7 +193,8 @@ class Controller:
             ended = dict(self.ended)
         signals = [s for p in [*pods, *ended.values()] for s in remediation.pre_step_signals(p)]
         signals += self.alerts(cfg)
-        actions, skips = remediation.decide(signals, jobs, nodes, pods, cfg.pools, now)
+        max_nodes = {pool: int(t.get("maxNodes") or 0) for pool, t in cfg.terms.items()}
+        actions, skips = remediation.decide(signals, jobs, nodes, pods, cfg.pools, now, max_nodes)
         for skip in skips:
             if not skip.quiet:
                 self.say_once(f"{skip.signal.source}: not acting on {skip.signal.node} for "

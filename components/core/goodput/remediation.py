@@ -10,8 +10,10 @@ checkpoint) and records it on the job; `dry-run` only records `would-quarantine`
 Idempotent: one record per (node, reason) on a job; a node already tainted is not patched again.
 
 Guards, so that a wrong alert cannot drain a pool:
-- at most MAX_POOL_SHARE of a pool's nodes quarantined at once (at least one node: a pool scaled to two nodes
-  may still lose its bad one); 25 %: a 16-node pool keeps 12 for the jobs while an admin looks;
+- at most MAX_POOL_SHARE of a pool quarantined at once, of its maxNodes (or of the nodes it has, when more):
+  a pool that scales from zero has few nodes at a time, and at least one node (a pool of two may still
+  lose its bad one); 25 %: a 16-node pool keeps 12 for the jobs while an admin looks. dry-run changes
+  nothing, so it is not held to it;
 - for alerts, at most one node per job per JOB_WINDOW_SECONDS: after a restart the alert's 5-minute window
   (goodput_alerts.WINDOW) and its `for` must see the job's new node set before blaming another, and a job
   whose nodes all look slow in turn is slow itself, not its nodes. The pre-step check is exempt: it measures
@@ -168,11 +170,12 @@ def pool_limit(pool_nodes: int) -> int:
 
 
 def decide(signals: list[Signal], jobs: dict[tuple[str, str], Job], nodes: list[dict[str, Any]],
-           pods: list[dict[str, Any]], modes: dict[str, str], now: float) -> tuple[list[Action], list[Skip]]:
-    """What to do about each signal, the pre-step check's first."""
+           pods: list[dict[str, Any]], modes: dict[str, str], now: float,
+           max_nodes: dict[str, int] | None = None) -> tuple[list[Action], list[Skip]]:
+    """What to do about each signal, the pre-step check's first (`max_nodes`: each pool's maxNodes)."""
     by_name = {n["metadata"]["name"]: n for n in nodes}
     pool_size: dict[str, int] = {}
-    held: dict[str, set[str]] = {}  # pool -> nodes quarantined, or (dry-run) would be, counting this pass
+    held: dict[str, set[str]] = {}  # pool -> nodes quarantined, counting this pass
     for node in nodes:
         pool = pool_of(node)
         if pool is not None:
@@ -212,14 +215,16 @@ def decide(signals: list[Signal], jobs: dict[tuple[str, str], Job], nodes: list[
             skips.append(Skip(signal, f"job {key[0]}/{key[1]} had a node remediated at {rfc3339(acted[key])}: at "
                                       f"most one per job per {JOB_WINDOW_SECONDS // 60} minutes for alerts"))
             continue
-        limit = pool_limit(pool_size.get(pool or "", 0))
-        holding = held.setdefault(pool or "", set())
-        if not tainted and signal.node not in holding and len(holding) >= limit:
-            skips.append(Skip(signal, f"pool {pool}: {len(holding)} of {pool_size.get(pool or '', 0)} nodes "
-                                      f"quarantined already, at most {limit} ({MAX_POOL_SHARE:.0%})"))
-            continue
-        holding.add(signal.node)
         on = mode == names.MODE_ON
+        size = max(pool_size.get(pool or "", 0), (max_nodes or {}).get(pool or "", 0))
+        limit = pool_limit(size)
+        holding = held.setdefault(pool or "", set())
+        if on and not tainted and signal.node not in holding and len(holding) >= limit:
+            skips.append(Skip(signal, f"pool {pool}: {len(holding)} of {size} nodes quarantined already, at most "
+                                      f"{limit} ({MAX_POOL_SHARE:.0%})"))
+            continue
+        if on:
+            holding.add(signal.node)
         action = names.ACTION_QUARANTINED if on else names.ACTION_WOULD_QUARANTINE
         doomed = sorted(p["metadata"]["name"] for p in pods
                         if on and p["metadata"].get("namespace") == signal.namespace

@@ -68,7 +68,7 @@ def pool_terms(cfg: StackConfig) -> dict[str, dict[str, Any]]:
     used or not; minNodes stay up): the terms bootstrap/jobs/goodput.py pool_terms gives the accounting."""
     return {p.name: {"nodeHourUsd": cfg.price(p.instance_type), "gpusPerNode": p.instance.gpu_count,
                      "billsWhileQueued": p.capacity_reservation_id is not None or p.min_nodes > 0,
-                     "idleMinutes": p.idle_minutes}
+                     "idleMinutes": p.idle_minutes, "maxNodes": p.max_nodes}
             for p in cfg.gpu_pools}
 
 
