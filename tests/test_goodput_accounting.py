@@ -523,3 +523,32 @@ def test_merging_into_a_closed_record_changes_nothing():
     again = accounting.merge(record, later, job)
     assert again == record and again is not record
     assert accounting.breakdown(again, run.unix(2215 + DAY))["phases"] == run.EXPECTED
+
+
+def test_a_failed_pod_re_created_and_started_before_the_gang_restart_is_one_restart_not_two():
+    # CI's straggler run: the remediation deletes a pod (15 s), its Job re-creates it and the container starts
+    # (16 s) before the JobSet restarts the whole gang as attempt 1 (17 s): one restart.
+    job = run.trainjob(1295)
+    t = run.T0
+    first = [{"type": "pod", "uid": f"0-{i}", "pod": f"p-0-{i}", "attempt": 0, "node": f"n{i}", "gpu": True,
+              "created": t + 1, "scheduled": t + 2, "started": t + 3, "starts": [t + 3], "ended": None}
+             for i in (0, 1)]
+    recreated = {"type": "pod", "uid": "0-1b", "pod": "p-0-1b", "attempt": 0, "node": "n3", "gpu": True,
+                 "created": t + 15, "scheduled": t + 15, "started": t + 16, "starts": [t + 16], "ended": t + 17}
+    second = [{"type": "pod", "uid": f"1-{i}", "pod": f"p-1-{i}", "attempt": 1, "node": f"n{i}", "gpu": True,
+               "created": t + 17, "scheduled": t + 18, "started": t + 19, "starts": [t + 19], "ended": None}
+              for i in (0, 3)]
+    events = [{"type": "created", "at": t}, {"type": "quota_reserved", "at": t + 1}, *first, recreated, *second,
+              *({"type": "step", "step": k, "at": t + 4 + k} for k in range(1, 6)),
+              {"type": "failure", "at": t + 15, "reason": "remediation: straggler on n1"},
+              *({"type": "step", "step": k, "at": t + 20 + k} for k in range(6, 10))]
+    found = accounting.breakdown(accounting.merge(None, events, job), t + 40)
+    assert found["restarts"] == 1, found["failures"]
+    assert found["failures"] == [{"at": "2026-12-05T10:00:15Z", "reason": "remediation: straggler on n1"}]
+    # Two failures 60 s apart, a container started between them: two restarts.
+    later = [{"type": "failure", "at": t + 15, "reason": "exited 1"},
+             {"type": "pod", "uid": "x", "pod": "x", "attempt": 0, "node": "n9", "gpu": True, "created": t + 20,
+              "scheduled": t + 20, "started": t + 21, "starts": [t + 21], "ended": None},
+             {"type": "failure", "at": t + 75, "reason": "exited 1"}]
+    found = accounting.breakdown(accounting.merge(None, [*events[:3], *later], job), t + 90)
+    assert found["restarts"] == 2, found["failures"]

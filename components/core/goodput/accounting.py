@@ -56,6 +56,8 @@ MAX_PODS, MAX_FAILURES, MAX_CHECKPOINTS, MAX_STARTS = 400, 400, 4000, 8  # a rec
 TAIL_MARGIN_MINUTES = 2
 TAIL_CAP_MINUTES = 60  # when the record has no idleMinutes (its pool event did not say): the largest allowed
 
+GANG_RESTART_SECONDS = 10  # failures this close are one restart of the gang (see _restarts)
+
 def _key(e: dict) -> tuple:
     kind = e["type"]
     return {"created": (kind,), "pod": (kind, e.get("uid")), "node": (kind, e.get("node")),
@@ -278,12 +280,15 @@ def _queued(by: dict[str, list[dict]], created: float, admitted: float | None, e
 
 
 def _restarts(by: dict[str, list[dict]], failures: list[tuple[float, str]], finished: float | None) -> list[dict]:
-    """One per group of failures with no container start between them (a gang fails together); a finished job's
-    last group, with nothing started after it, is how it ended, not a restart."""
+    """One per group of failures with no container start between them (a gang fails together), or within
+    GANG_RESTART_SECONDS of the group's first (the Job controller may re-create and start the failed pod before
+    the JobSet restarts the whole gang); a finished job's last group, with nothing started after it, is how it
+    ended, not a restart."""
     starts = sorted({t for p in by["pod"] for t in (p.get("started"), *(p.get("starts") or [])) if t is not None})
     groups: list[list[tuple[float, str]]] = []
     for at, why in failures:
-        if groups and not any(groups[-1][-1][0] < s <= at for s in starts):
+        if groups and (at - groups[-1][0][0] <= GANG_RESTART_SECONDS
+                       or not any(groups[-1][-1][0] < s <= at for s in starts)):
             groups[-1].append((at, why))
         else:
             groups.append([(at, why)])
