@@ -55,8 +55,8 @@ MAX_PODS, MAX_FAILURES, MAX_CHECKPOINTS, MAX_STARTS = 400, 400, 4000, 8  # a rec
 # idling for this job (another one's pods, a pod the controller does not see, a scale-down blocked): not its cost.
 TAIL_MARGIN_MINUTES = 2
 TAIL_CAP_MINUTES = 60  # when the record has no idleMinutes (its pool event did not say): the largest allowed
-
 GANG_RESTART_SECONDS = 10  # failures this close are one restart of the gang (see _restarts)
+
 
 def _key(e: dict) -> tuple:
     kind = e["type"]
