@@ -22,6 +22,7 @@ from components.core.config.cluster import (
     VersionPins,
 )
 from components.core.config.describe import Allowed, DefaultText, Missing, field_slot, missing_message
+from components.core.config.fleet import FleetConfig, stack_name
 from components.core.config.jobs import SPOT_GRACE_MAX_SECONDS, JobConfig, _env_value
 from components.core.config.observability import SLACK_WEBHOOK_KEY, ObservabilityConfig, SlackWebhook
 from components.core.config.pools import CpuPoolConfig, GpuPoolConfig
@@ -189,6 +190,9 @@ class StackKeys(Model):
                     "to at most its `gpuPools[].maxNodes`; none: one queue, first come first served")
     observability: ObservabilityConfig = Field(
         default_factory=ObservabilityConfig, description="metrics, dashboards, alerts and TensorBoard")
+    fleet: Annotated[FleetConfig | None, DefaultText("none: the cluster is not in a fleet")] = Field(
+        None, description="this stack in a fleet of clusters behind one queue (Kueue MultiKueue; README, A fleet of "
+                          "clusters): the manager lists its workers, a worker names its manager")
     alert_slack_webhook_url: Annotated[SlackWebhook | None, DefaultText("none")] = Field(
         None, alias=SLACK_WEBHOOK_KEY,
         description="a Slack incoming webhook Alertmanager posts firing alerts to; a secret: `pulumi config set "
@@ -440,6 +444,17 @@ class StackConfig(StackKeys):
         if self.image_cache and self.region in NO_PULL_THROUGH_CACHE:
             yield "imageCache", (f"is true (the default), but ECR has no pull-through cache rules in {self.region}; "
                                  f"set {NAMESPACE}:imageCache: false (nodes then pull public images through NAT)")
+
+    @rule("fleet", "stack")
+    def _fleet_is_not_itself(self):
+        fleet = self.fleet
+        if fleet is None:
+            return
+        for i, worker in enumerate(fleet.workers):
+            if stack_name(worker.stack) == self.stack:
+                yield f"fleet.workers[{i}].stack", f"got {show(worker.stack)}; that is this stack, the manager"
+        if fleet.manager is not None and stack_name(fleet.manager) == self.stack:
+            yield "fleet.manager", f"got {show(fleet.manager)}; that is this stack, a worker"
 
     @rule("alert_slack_webhook_url", "secret_keys")
     def _webhook_is_secret(self):
