@@ -1,0 +1,1 @@
+"""A fleet of clusters behind one queue (Kueue MultiKueue): the workers a manager reads, what each side renders."""
