@@ -7,7 +7,8 @@ import pulumi
 from pulumi.runtime import config as runtime_config
 
 from components.core.config import StackConfig
-from components.core.config.text import stack_yaml
+from components.core.config.text import stack_files, stack_yaml
+from components.core.problems import ConfigError, Problem
 from components.core.stack_config import parse
 
 
@@ -48,3 +49,18 @@ def secret_keys(raw: dict[str, Any]) -> tuple[str, ...]:
     """The keys the engine holds encrypted (`pulumi config set --secret`): their values arrive decrypted."""
     listed = set(runtime_config.get_config_secret_keys_env())
     return tuple(k for k in raw if k in listed or runtime_config.is_config_secret(k))
+
+
+def load_stack_file(stack: str) -> StackConfig:
+    """Another stack of this project, a fleet's worker, read from its file beside this one's (`pulumi up` runs
+    in the project folder) as the CLI reads it. The manager needs only its pools, queues and region: the keys
+    only its deployer knows stand in if the file leaves them to an environment. Raises ConfigError."""
+    path = Path.cwd() / f"Pulumi.{stack}.yaml"
+    project = pulumi.get_project()
+    try:
+        document = stack_files.read_document(path, project)
+    except stack_files.StackFileError as err:
+        raise ConfigError([Problem(path.name, str(err))]) from None
+    raw, _ = stack_files.with_plan_standins(stack_files.merged_config(document, Path.cwd()))
+    paths = tuple(document.secure_paths)
+    return parse(raw, project, stack, stack_files.secret_keys_of(paths), paths)

@@ -195,6 +195,15 @@ class GpuClusterMocks(pulumi_mocks.Mocks):
                 identities=[{"oidcs": [{"issuer": f"https://oidc.eks.{self.region}.amazonaws.com/id/{h.upper()}"}]}],
                 platformVersion="eks.1", status="ACTIVE", version=inputs.get("version"),
             )
+        elif t == "pulumi:pulumi:StackReference":
+            # A fleet's worker as the manager reads it: its `fleetAccess` output, a stand-in (the offline plan
+            # reaches no backend); the real one is the worker's endpoint, CA and its manager's bootstrap token.
+            stack = inputs.get("name") or name
+            rid = stack
+            out.update(name=stack, secretOutputNames=["fleetAccess"], outputs={"fleetAccess": {
+                "server": f"https://{_hex(stack, 'endpoint').upper()}.gr7.{self.region}.eks.amazonaws.com",
+                "certificateAuthorityData": base64.b64encode(b"-----BEGIN CERTIFICATE-----mock").decode(),
+                "token": "offline-plan-stand-in"}})
         elif t == "aws:eks/nodeGroup:NodeGroup":
             ng = inputs.get("nodeGroupName") or name
             rid = f"{inputs.get('clusterName')}:{ng}"
