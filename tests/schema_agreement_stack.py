@@ -49,11 +49,15 @@ def base_document() -> dict[str, Any]:
     doc["gpucluster:jobs"].append({"name": "ps-job", "pool": "h100", "nodes": 3, "launcher": "ps", "psPool": "ps",
                                    "image": "repo/train:1.0", "command": ["python", "train.py"]})
     doc["gpucluster:alertSlackWebhookUrl"] = Secret(WEBHOOK)
+    # A fleet's manager, so that every fleet key has a place (a worker's keys are refused on it: CROSS_KEY).
+    doc["gpucluster:fleet"] = {"role": "manager", "workers": [{"stack": "fleet-east"}, {"stack": "fleet-west"}],
+                               "data": {"mode": "shared-bucket", "bucketRegion": "us-east-1", "datasetGiB": 2000}}
     return doc
 
 
 BASE = base_document()
-SHIPPED = [stack_yaml.parse(stackfile.stack_path(s).read_text(), "gpucluster").config for s in ("dev", "prod")]
+SHIPPED = [stack_yaml.parse(stackfile.stack_path(s).read_text(), "gpucluster").config
+           for s in ("dev", "prod", "fleet", "fleet-east", "fleet-west")]
 
 
 def for_file(value: Any) -> Any:

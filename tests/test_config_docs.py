@@ -18,7 +18,7 @@ from components.core.problems import ConfigError
 from components.core.stack_config import parse as parse_stack
 from tests.conftest import stack_raw
 
-STACKS = ("dev", "prod")
+STACKS = ("dev", "prod", "fleet", "fleet-east", "fleet-west")
 
 
 def stack_document(stack: str) -> dict:
@@ -167,6 +167,29 @@ def test_the_schema_and_the_program_both_refuse_a_bad_value(where, value, path):
     assert path in schema_problems(document)
     with pytest.raises(ConfigError):
         parse_stack(stackfile.with_plan_standins(stackfile_raw(document))[0], "gpucluster", "prod")
+
+
+# The fleet's keys, on the example manager's and worker's stack files.
+FLEET_BAD_VALUES = [
+    ("fleet", ("gpucluster:fleet", "role"), "leader", "config.gpucluster:fleet.role"),
+    ("fleet", ("gpucluster:fleet", "dispatcher"), "round-robin", "config.gpucluster:fleet.dispatcher"),
+    ("fleet", ("gpucluster:fleet", "workerLostMinutes"), 0, "config.gpucluster:fleet.workerLostMinutes"),
+    ("fleet", ("gpucluster:fleet", "tokenRotationHours"), 169, "config.gpucluster:fleet.tokenRotationHours"),
+    ("fleet", ("gpucluster:fleet", "workers", 0, "stack"), "a/b/c/d", "config.gpucluster:fleet.workers.0.stack"),
+    ("fleet", ("gpucluster:fleet", "data", "mode"), "mirrored", "config.gpucluster:fleet.data.mode"),
+    ("fleet", ("gpucluster:fleet", "data", "bucketRegion"), "east", "config.gpucluster:fleet.data.bucketRegion"),
+    ("fleet", ("gpucluster:fleet", "data", "datasetGiB"), -1, "config.gpucluster:fleet.data.datasetGiB"),
+    ("fleet-east", ("gpucluster:fleet", "manager"), "fleet manager", "config.gpucluster:fleet.manager"),
+]
+
+
+@pytest.mark.parametrize(("stack", "where", "value", "path"), FLEET_BAD_VALUES, ids=lambda x: str(x))
+def test_the_schema_and_the_program_both_refuse_a_bad_fleet_value(stack, where, value, path):
+    document = _set(stack_document(stack), where, value)
+    assert path in schema_problems(document)
+    with pytest.raises(ConfigError) as err:
+        parse_stack(stackfile.with_plan_standins(stackfile_raw(document))[0], "gpucluster", stack)
+    assert any(p.path == path.removeprefix("config.").replace(".0.", "[0].") for p in err.value.problems)
 
 
 def stackfile_raw(document: dict) -> dict[str, str]:

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from components.core.config.fleet import stack_name
+from components.core.config.cluster import stack_name
 from components.core.fleet.workers import FleetMember, cluster_name, load_workers
 from components.core.problems import ConfigError, Problem
 from tests.conftest import stack_config
@@ -45,7 +45,8 @@ def test_every_wrong_worker_is_reported_at_once_with_its_key():
         load_workers(manager, load)
     assert [str(p) for p in err.value.problems] == [
         "gpucluster:fleet.workers[0].stack: got 'org/gpucluster/fleet-east'; that worker's gpucluster:fleet.manager "
-        "is 'org/gpucluster/elsewhere', not this stack (fleet)",
+        "is 'org/gpucluster/elsewhere', not this stack (fleet): set gpucluster:fleet.manager: fleet in "
+        "Pulumi.fleet-east.yaml",
         "gpucluster:fleet.workers[2].stack: got 'dev'; that stack is not a worker: set gpucluster:fleet to "
         "{role: worker, manager: fleet} in Pulumi.dev.yaml",
         "gpucluster:fleet.workers[3].stack: got 'broken'; its stack file has 1 problem(s): "

@@ -117,7 +117,7 @@ def test_the_plan_reads_a_duplicate_key_as_a_bad_stack(tmp_path):
 
 
 def test_the_shipped_stacks_read_the_same_as_before():
-    for stack in ("dev", "prod"):
+    for stack in ("dev", "prod", "fleet", "fleet-east", "fleet-west"):
         text = (ROOT / f"Pulumi.{stack}.yaml").read_text()
         assert read(text) == yaml.safe_load(text)["config"]  # nothing in them depends on YAML 1.1
 

@@ -121,6 +121,10 @@ CROSS_KEY: dict[str, tuple[str, ...]] = {
     "teams[].pools.<pool>.borrowLimitGpus": ("gpuPools[].instanceType",),
     "teams[].pools.<pool>.lendLimitGpus": ("teams[].pools.<pool>.guaranteedGpus", "teams[].pools.<pool>.guaranteedShare",
                                            "gpuPools[].maxNodes", "gpuPools[].instanceType"),
+    # A fleet's two sides (components.core.config.cluster): a manager lists workers, a worker names its manager.
+    "fleet": ("fleet.workers", "fleet.manager"),
+    "fleet.role": ("fleet.workers", "fleet.manager"),
+    "fleet.manager": ("fleet.role",),
 }
 # Rules of one value that no JSON Schema pattern states exactly: key -> the words its description says them in.
 VALUE_RULES: dict[str, tuple[str, ...]] = {
@@ -130,6 +134,8 @@ VALUE_RULES: dict[str, tuple[str, ...]] = {
     "jobs[].scripts": ("files of this repository", "no two of the same file name", "900 KiB"),
     # A secret's plaintext is the program's to see: the file holds ciphertext.
     "alertSlackWebhookUrl": ("Slack incoming webhook", "--secret"),
+    # Two references to one stack name (`fleet-east`, `org/gpucluster/fleet-east`) are one worker listed twice.
+    "fleet.workers[].stack": ("no two workers of one stack name",),
 }
 
 # Values neither derivation reaches that the rules turn on: reserved names and domains, host bits, repeats.

@@ -16,13 +16,14 @@ from components.core.config.base import Bool, Choice, Model, Number, Text, given
 from components.core.config.cluster import (
     DEFAULT_KUBERNETES_VERSION,
     UPGRADE_HINT,
+    FleetConfig,
     KubernetesVersion,
     NetworkConfig,
     SystemNodesConfig,
     VersionPins,
+    stack_name,
 )
 from components.core.config.describe import Allowed, DefaultText, Missing, field_slot, missing_message
-from components.core.config.fleet import FleetConfig, stack_name
 from components.core.config.jobs import SPOT_GRACE_MAX_SECONDS, JobConfig, _env_value
 from components.core.config.observability import SLACK_WEBHOOK_KEY, ObservabilityConfig, SlackWebhook
 from components.core.config.pools import CpuPoolConfig, GpuPoolConfig
@@ -192,7 +193,7 @@ class StackKeys(Model):
         default_factory=ObservabilityConfig, description="metrics, dashboards, alerts and TensorBoard")
     fleet: Annotated[FleetConfig | None, DefaultText("none: the cluster is not in a fleet")] = Field(
         None, description="this stack in a fleet of clusters behind one queue (Kueue MultiKueue; README, A fleet of "
-                          "clusters): the manager lists its workers, a worker names its manager")
+                          "clusters): the manager lists its workers (`fleet.workers`), a worker names its manager (`fleet.manager`)")
     alert_slack_webhook_url: Annotated[SlackWebhook | None, DefaultText("none")] = Field(
         None, alias=SLACK_WEBHOOK_KEY,
         description="a Slack incoming webhook Alertmanager posts firing alerts to; a secret: `pulumi config set "
@@ -451,7 +452,7 @@ class StackConfig(StackKeys):
         if fleet is None:
             return
         for i, worker in enumerate(fleet.workers):
-            if stack_name(worker.stack) == self.stack:
+            if worker is not None and stack_name(worker.stack) == self.stack:
                 yield f"fleet.workers[{i}].stack", f"got {show(worker.stack)}; that is this stack, the manager"
         if fleet.manager is not None and stack_name(fleet.manager) == self.stack:
             yield "fleet.manager", f"got {show(fleet.manager)}; that is this stack, a worker"

@@ -5,7 +5,7 @@ reads their stack files (`Pulumi.<stack>.yaml` beside its own: the workers
 are stacks of this program); their credentials come from their `fleetAccess`
 output through a StackReference (components.kubernetes.fleet). Reading a
 file is the caller's `load` (the program's and the CLI's differ only in
-where the file is; it raises ConfigError for a file it cannot read as for a bad one), so this stays pure.
+where the file is: ConfigError for a bad one, StackFileError for one it cannot read), so this stays pure.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from components.core.config import StackConfig
-from components.core.config.fleet import stack_name
+from components.core.config.cluster import stack_name
+from components.core.config.text.stack_files import StackFileError
 from components.core.problems import ConfigError, Problem, raise_problems, show
 
 KEY = "gpucluster:fleet"
@@ -54,6 +55,9 @@ def load_workers(cfg: StackConfig, load: Callable[[str], StackConfig]) -> tuple[
             problems.append(Problem(where, f"got {show(worker.stack)}; its stack file has "
                                            f"{len(err.problems)} problem(s): " + "; ".join(map(str, err.problems))))
             continue
+        except StackFileError as err:  # missing or unreadable: the reader's one line
+            problems.append(Problem(where, f"got {show(worker.stack)}; {err}"))
+            continue
         theirs = config.fleet
         if theirs is None or theirs.role != "worker":
             problems.append(Problem(where, f"got {show(worker.stack)}; that stack is not a worker: set "
@@ -61,7 +65,8 @@ def load_workers(cfg: StackConfig, load: Callable[[str], StackConfig]) -> tuple[
             continue
         if stack_name(theirs.manager or "") != cfg.stack:
             problems.append(Problem(where, f"got {show(worker.stack)}; that worker's {KEY}.manager is "
-                                           f"{show(theirs.manager)}, not this stack ({cfg.stack})"))
+                                           f"{show(theirs.manager)}, not this stack ({cfg.stack}): set "
+                                           f"{KEY}.manager: {cfg.stack} in Pulumi.{name}.yaml"))
             continue
         cluster = cluster_name(name)
         if cluster in clusters:
