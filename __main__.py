@@ -16,6 +16,10 @@ from components.aws.storage import Storage, StorageArgs
 from components.core import job_identity as job_identity_lib
 from components.core import system_nodes
 from components.core.config.values import is_admin
+from components.core.fleet import manager as fleet_manager
+from components.core.fleet import names as fleet_names
+from components.core.fleet import queues as fleet_queues
+from components.core.fleet.workers import load_workers
 from components.core.observability import access, dashboards
 from components.core.planning import cost, efa_env
 from components.core.problems import ConfigError, raise_problems
@@ -23,6 +27,7 @@ from components.core.storage import team_data
 from components.hooks import HookSettings, StackHooks
 from components.kubernetes.autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
 from components.kubernetes.device_plugins import DevicePlugins, DevicePluginsArgs
+from components.kubernetes.fleet import Fleet, FleetArgs
 from components.kubernetes.fsx_volume import FsxVolume, FsxVolumeArgs
 from components.kubernetes.goodput import GoodputController, GoodputControllerArgs
 from components.kubernetes.monitoring import Monitoring, MonitoringArgs
@@ -37,6 +42,10 @@ try:
     zones = lookups.lookup_zones(cfg)
     blocks = lookups.lookup_capacity_blocks(cfg)
     kept_bucket = lookups.lookup_bucket(cfg)
+    fleet_members = ()
+    if fleet_manager.enabled(cfg):  # its workers' stack files, each checked against this manager
+        from components.stack import load_stack_file  # noqa: PLC0415 - only a manager reads other stacks
+        fleet_members = load_workers(cfg, load_stack_file)
     raise_problems([p for pool in cfg.gpu_pools if pool.name in blocks
                                  for p in lookups.reservation_problems(pool, zones.gpu_zone, blocks[pool.name])])
 except ConfigError as err:
@@ -138,7 +147,15 @@ autoscaler = ClusterAutoscaler(f"{name}-autoscaler", ClusterAutoscalerArgs(
 queue = Queue(f"{name}-queue", QueueArgs(
     pools=cfg.all_pools, system_nodes=cfg.system_nodes, namespace=cfg.training_namespace,
     namespace_resource=cluster.training_namespace, provider=cluster.provider, stop_policy=cfg.stop_policy,
-    depends_on=operators.ready, metrics_crds=metrics_crds, teams=cfg.teams, team_namespaces=cluster.team_namespaces))
+    depends_on=operators.ready, metrics_crds=metrics_crds, teams=cfg.teams, team_namespaces=cluster.team_namespaces,
+    multi_kueue=fleet_manager.multi_kueue(cfg),
+    fleet_namespaces=fleet_queues.manager_queues(cfg, fleet_members).namespaces if fleet_members else ()))
+# A fleet's worker: the manager's account and token here; its manager: the workers' queues behind MultiKueue.
+fleet = Fleet(f"{name}-fleet", FleetArgs(
+    config=cfg, provider=cluster.provider, members=fleet_members, kubeconfig=cluster.kubeconfig,
+    kueue=[queue.release], depends_on=[cluster.system_nodes, *operators.ready],
+    namespaces={cfg.training_namespace: cluster.training_namespace,
+                **{t.namespace: cluster.team_namespaces[t.name] for t in cfg.teams}})) if cfg.fleet else None
 
 for index, job in enumerate(cfg.jobs):
     # A team's job runs in its namespace: the team's queue, file system directory and role.
@@ -182,5 +199,7 @@ pulumi.export("expectedBusBandwidthGBps", {n: t.expected_busbw_gbps for n, t in 
 if monitoring is not None:
     pulumi.export("monitoring", {**monitoring.footprint.to_dict(), "grafana": access.GRAFANA,
                                  "dashboards": list(dashboards.dashboard_keys(cfg))})
+if fleet is not None and fleet.access is not None:
+    pulumi.export(fleet_names.ACCESS_OUTPUT, fleet.access)
 pulumi.export("estimatedCostPerHourUsd", {**estimate.to_dict(),
                                           "paused": cost.paused_per_hour(cfg, reserved, len(zones.zones))})

@@ -26,6 +26,7 @@ CORE_LAYERS = {
     "job_identity": 0,
     "cluster_access": 0,
     "goodput": 0,  # ships into the cluster: the standard library and itself only
+    "fleet_token": 0,  # ships into the cluster: the standard library, itself and goodput's kubeapi
     "hardware": 1,
     "config": 2,
     "storage": 3,
@@ -38,6 +39,7 @@ CORE_LAYERS = {
     "system_nodes": 6,
     "limits": 6,
     "stack_config": 6,
+    "fleet": 7,  # reads its workers' stack configs
 }
 # Package layers: the pure core knows nothing of resources or the CLI.
 PACKAGE_LAYERS = {

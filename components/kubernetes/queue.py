@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -56,6 +57,10 @@ class QueueArgs:
     # gpucluster:teams, and their namespaces (Cluster.team_namespaces): a queue, access and policies each.
     teams: Sequence[TeamConfig] = ()
     team_namespaces: Mapping[str, pulumi.Resource] = field(default_factory=dict)
+    # A fleet's manager (components.core.fleet): Kueue's multiKueue section and every namespace its workers queue
+    # jobs in. Its flavors and queues are then the Fleet component's (the workers', mirrored), none of its own.
+    multi_kueue: Mapping[str, Any] | None = None
+    fleet_namespaces: Sequence[str] = ()
 
 
 class Queue(pulumi.ComponentResource):
@@ -73,11 +78,15 @@ class Queue(pulumi.ComponentResource):
         super().__init__("gpucluster:index:Queue", name, None, opts)
         k8s_opts = dict(parent=self, provider=args.provider)
         fair_sharing = team_queues.FAIR_SHARING if args.teams else None
+        own_queues = args.multi_kueue is None  # a fleet manager's are the Fleet component's
+        managed = [n for n in dict.fromkeys([*team_queues.namespaces(args.teams), *args.fleet_namespaces])
+                   if n != args.namespace]
         self.release = release_in_own_namespace(
             f"{name}-kueue", "kueue", v.KUEUE_CHART, v.KUEUE_CHART_VERSION, queueing.NAMESPACE,
             # Its chart's ServiceMonitor off: with it the install would need the Prometheus Operator's CRDs.
-            queueing.helm_values(args.namespace, metrics=False, team_namespaces=team_queues.namespaces(args.teams),
-                                 fair_sharing=fair_sharing, provisioning_requests=provisioning.needed(args.pools)),
+            queueing.helm_values(args.namespace, metrics=False, team_namespaces=managed,
+                                 fair_sharing=fair_sharing, provisioning_requests=provisioning.needed(args.pools),
+                                 multi_kueue=None if own_queues else dict(args.multi_kueue)),
             args.provider, self, args.depends_on)
 
         def custom(res_name: str, obj: dict, depends_on: list[pulumi.Resource], **extra) -> KubernetesObject:
@@ -93,18 +102,20 @@ class Queue(pulumi.ComponentResource):
             role = "provisioning-config" if obj["kind"] == "ProvisioningRequestConfig" else "admission-check"
             self.admission_checks.append(custom(f"{name}-{role}", obj, list(self.admission_checks)))
         flavors = [custom(f"{name}-flavor-{f['metadata']['name']}", f, list(self.topologies))
-                   for f in queueing.resource_flavors(args.pools)]
+                   for f in queueing.resource_flavors(args.pools)] if own_queues else []
         checked = [*flavors, *self.admission_checks]
         if args.teams:
             training_queue = team_queues.training_cluster_queue(args.pools, args.system_nodes, args.namespace,
                                                                 args.teams, args.stop_policy)
         else:
             training_queue = queueing.cluster_queue(args.pools, args.system_nodes, args.namespace, args.stop_policy)
-        cluster_queue = custom(f"{name}-cluster-queue", training_queue, checked)
-        # spec.clusterQueue is immutable (LocalQueue CRD): a new one replaces it.
-        local_queue = custom(f"{name}-local-queue", queueing.local_queue(args.namespace),
-                             [cluster_queue, args.namespace_resource],
-                             replace_on_changes=["spec.clusterQueue"], delete_before_replace=True)
+        queues = []
+        if own_queues:
+            cluster_queue = custom(f"{name}-cluster-queue", training_queue, checked)
+            # spec.clusterQueue is immutable (LocalQueue CRD): a new one replaces it.
+            queues = [cluster_queue, custom(f"{name}-local-queue", queueing.local_queue(args.namespace),
+                                            [cluster_queue, args.namespace_resource],
+                                            replace_on_changes=["spec.clusterQueue"], delete_before_replace=True)]
         priorities = [custom(f"{name}-priority-{wpc['metadata']['name']}", wpc, [])
                       for wpc in queueing.priority_classes(teams=bool(args.teams))]
         self.network_policies = [
@@ -124,9 +135,9 @@ class Queue(pulumi.ComponentResource):
             team_objects += [pods, KubernetesObject(
                 f"{name}-team-pod-policy-binding", team_access.pod_policy_binding(),
                 pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[pods]))]
-        for team in args.teams:
+        for team in args.teams if own_queues else ():
             team_objects += self._team(f"{name}-team-{team.name}", team, args, checked, custom)
-        self.ready = [self.release, *self.topologies, *self.admission_checks, *flavors, cluster_queue, local_queue,
+        self.ready = [self.release, *self.topologies, *self.admission_checks, *flavors, *queues,
                       *priorities, *self.network_policies, *code, *team_objects]
         if args.metrics_crds:
             # After the CRDs (and the release, so its Service): a ServiceMonitor needs nothing else.

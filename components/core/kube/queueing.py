@@ -100,10 +100,13 @@ def managed_namespaces(namespaces: Sequence[str]) -> dict[str, Any]:
 
 
 def manager_config(namespace: str, team_namespaces: Sequence[str] = (),
-                   fair_sharing: dict[str, Any] | None = None, admission_checks: bool = False) -> dict[str, Any]:
+                   fair_sharing: dict[str, Any] | None = None, admission_checks: bool = False,
+                   multi_kueue: dict[str, Any] | None = None) -> dict[str, Any]:
     """The chart's default Configuration (values.yaml managerConfig) plus waitForPodsReady, for jobs in
     `namespace` and the teams' namespaces; `fair_sharing`: the manager's fairSharing section (teams only);
-    `admission_checks`: some ClusterQueue runs an admission check (an atomic pool).
+    `admission_checks`: some ClusterQueue runs an admission check (an atomic pool); `multi_kueue`: a fleet
+    manager's multiKueue section (components.core.fleet.manager.multi_kueue; apis/config/v1beta2
+    configuration_types.go MultiKueue).
 
     v1beta2 decodes strictly: waitForPodsReady has no `enable` field (it is
     on whenever present, and by default since v0.19).
@@ -143,17 +146,20 @@ def manager_config(namespace: str, team_namespaces: Sequence[str] = (),
         "managedJobsNamespaceSelector": managed_namespaces([namespace, *sorted(team_namespaces)]),
         # Fair sharing is on whenever the section is present (apis/config/v1beta2 has no `enable`).
         **({"fairSharing": fair_sharing} if fair_sharing is not None else {}),
+        **({"multiKueue": multi_kueue} if multi_kueue is not None else {}),
     }
 
 
 def helm_values(namespace: str, metrics: bool = False, team_namespaces: Sequence[str] = (),
-                fair_sharing: dict[str, Any] | None = None, provisioning_requests: bool = False) -> dict[str, Any]:
+                fair_sharing: dict[str, Any] | None = None, provisioning_requests: bool = False,
+                multi_kueue: dict[str, Any] | None = None) -> dict[str, Any]:
     """Values of the kueue chart 0.19.2 (controllerManager.manager.image, controllerManager.nodeSelector,
     managerConfig.controllerManagerConfigYaml, enablePrometheus, controllerManager.manager.podSecurityContext,
     containerSecurityContext and podAnnotations: values.yaml keys at v0.19.2).
 
     `metrics`: the chart's ServiceMonitor (needs the Prometheus Operator's CRDs). `provisioning_requests`: some
     pool is atomic: provisioning.KUEUE_POD_ANNOTATIONS on the manager's pod (templates/manager/manager.yaml).
+    `multi_kueue`: a fleet manager's multiKueue section.
 
     The security contexts are the chart's own defaults (runAsNonRoot, RuntimeDefault seccomp, a
     read-only root, no capabilities), stated so a chart upgrade cannot loosen them unnoticed; so are
@@ -171,7 +177,8 @@ def helm_values(namespace: str, metrics: bool = False, team_namespaces: Sequence
             "nodeSelector": dict(SYSTEM_NODE_LABEL),
         },
         "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(
-            manager_config(namespace, team_namespaces, fair_sharing, provisioning_requests), sort_keys=False)},
+            manager_config(namespace, team_namespaces, fair_sharing, provisioning_requests, multi_kueue),
+            sort_keys=False)},
     }
 
 
