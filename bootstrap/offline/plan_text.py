@@ -9,7 +9,7 @@ from bootstrap.offline import mocks
 from bootstrap.offline.plan_report import integral
 from components.core.node_updates import ROLL_NOTE
 from components.core.placement import plan as placement
-from components.core.planning import goodput, ps_sizing, startup
+from components.core.planning import fleet, goodput, ps_sizing, startup
 
 # EC2 User Guide, "Spot Instance interruption notices"; README, Spot.
 SPOT_NOTE = ("    Spot: EC2 may reclaim a node with two minutes' notice; its job restarts from its last checkpoint "
@@ -184,6 +184,7 @@ def render(report: dict[str, Any], tree: list[str]) -> str:
             f"  total while paused (every GPU pool at 0, reservations still billed): {c['pausedPerHour']:,.2f} "
             f"(${c['pausedPerHour'] * 730:,.0f} a month)"]
     out += ["  not included: " + "; ".join(c["notIncluded"])]
+    out += fleet.render(report.get("fleet"))  # nothing outside a fleet
     pause = report["paused"]
     if pause["paused"]:
         out += ["", f"PAUSED ({pause['pauseMode']}): the ClusterQueue has stopPolicy {pause['stopPolicy']} and every "

@@ -4,8 +4,11 @@ Runs the real __main__.py under the mock runtime (bootstrap/offline/mocks.py, th
 same one the tests use) and prints what `pulumi up` would create: a
 preview-like tree with key properties, counts by type, the GPU pools with
 their EFA fabric, storage throughput, job sizing, and the estimated
-on-demand cost per hour at minimum and maximum scale. `--out DIR` writes
-the resource list as JSON and every Kubernetes object as YAML.
+on-demand cost per hour at minimum and maximum scale; a stack in a fleet
+adds its Fleet section (components.core.planning.fleet: a manager's
+workers, pools, the fleet's cost and data transfer; a worker's manager).
+`--out DIR` writes the resource list as JSON and every Kubernetes object
+as YAML.
 """
 
 from __future__ import annotations
@@ -19,9 +22,12 @@ import yaml
 
 from bootstrap import stackfile
 from bootstrap.offline import aws_data, mocks
-from bootstrap.offline.plan_report import build_report, kubernetes_objects, resource_rows
+from bootstrap.offline.plan_report import build_report, integral, kubernetes_objects, resource_rows
 from bootstrap.offline.plan_text import render, resource_tree
 from components.core import config
+from components.core.config.cluster import stack_name
+from components.core.fleet.workers import load_workers
+from components.core.planning import fleet
 
 
 def write_out(out_dir: Path, recording: mocks.Recording) -> None:
@@ -37,6 +43,26 @@ def write_out(out_dir: Path, recording: mocks.Recording) -> None:
         parts = [obj.get("kind", "Object"), meta.get("namespace", ""), meta.get("name", "")]
         fname = "-".join(p for p in parts if p).lower() + ".yaml"
         (k8s_dir / fname).write_text(yaml.safe_dump(obj, sort_keys=True))
+
+
+def load_member(name: str) -> config.StackConfig:
+    """Another stack of the fleet as its own plan reads it (stand-ins filled); an unreadable file is a
+    ConfigError too, which load_workers reports at the worker's key."""
+    try:
+        return stackfile.load_stack(name, standins=True)[0]
+    except stackfile.StackFileError as err:
+        raise config.ConfigError([config.Problem(f"Pulumi.{name}.yaml", str(err))]) from None
+
+
+def listed_by_manager(cfg: config.StackConfig) -> bool | None:
+    """Whether a worker's manager lists it; None when the manager's stack file is not here or not valid."""
+    try:
+        manager = load_member(stack_name(cfg.fleet.manager))
+    except config.ConfigError:
+        return None
+    theirs = manager.fleet
+    return theirs is not None and theirs.role == "manager" and any(
+        stack_name(w.stack) == cfg.stack for w in theirs.workers)
 
 
 def main(argv: list[str]) -> int:
@@ -58,6 +84,8 @@ def main(argv: list[str]) -> int:
 
     try:
         cfg, raw, standins = stackfile.load_stack(args.stack, stack_file=args.stack_file, standins=True)
+        # A manager's workers are read (and checked: each a worker of this manager) before anything runs.
+        members = load_workers(cfg, load_member)
         recording = mocks.run_program(raw, args.stack, project=stackfile.project_name(),
                                       secret_keys=stackfile.secure_keys(args.stack, stack_file=args.stack_file))
     except (stackfile.StackFileError, config.ConfigError) as err:
@@ -71,6 +99,10 @@ def main(argv: list[str]) -> int:
         print(str(err), file=sys.stderr)
         return 1
     report = build_report(cfg, recording, standins)
+    listed = listed_by_manager(cfg) if cfg.fleet is not None and cfg.fleet.role == "worker" else None
+    own = (report["cost"]["minPerHour"], report["cost"]["maxPerHour"])
+    if (section := fleet.plan(cfg, members, listed, own)) is not None:  # no key outside a fleet
+        report["fleet"] = integral(section)
     if args.out:  # the files first: a reader that closes stdout early (`| head`) must not leave them stale
         try:
             write_out(args.out, recording)
