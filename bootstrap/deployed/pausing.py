@@ -1,4 +1,12 @@
-"""Pause or resume a deployed stack: write paused/pauseMode to the stack file, preview, confirm, `pulumi up`."""
+"""Pause or resume a deployed stack: write paused/pauseMode to the stack file, preview, confirm, `pulumi up`.
+
+A fleet's manager has no GPU pool: pausing it holds its ClusterQueues (the
+manager renders them with StackConfig.stop_policy, as any stack), so jobs
+wait in its queue and none is dispatched, while each worker runs what it
+admitted already (`finish`); `drain` evicts the manager's admitted jobs,
+and MultiKueue deletes their copies on the workers. A paused worker holds
+its own queue: the manager dispatches new jobs to the other workers.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +17,7 @@ from pathlib import Path
 from bootstrap import stackfile
 from bootstrap.deployed import automation
 from components.core import config
+from components.core.config.cluster import stack_name as stack_name_of
 from components.core.kube import trainer
 from components.core.planning import cost
 
@@ -38,6 +47,25 @@ def drain_warning(cfg: config.StackConfig) -> list[str]:
     return lines
 
 
+def manager_lines(cfg: config.StackConfig, paused: bool) -> list[str]:
+    """What pause or resume does on a fleet's manager: its queues, not pools (it has none)."""
+    workers = ", ".join(stack_name_of(w.stack) for w in cfg.fleet.workers)
+    if not paused:
+        return [f"Resuming fleet manager {cfg.stack}: its ClusterQueues admit jobs again and MultiKueue dispatches "
+                f"them to the workers ({workers})."]
+    lines = [f"Pausing fleet manager {cfg.stack}: its ClusterQueues get stopPolicy {cfg.stop_policy}; jobs wait in "
+             "its queue and none is dispatched. It has no GPU pool to scale."]
+    if cfg.pause_mode == "finish":
+        lines.append(f"The workers ({workers}) keep running what they admitted; pause each to stop its GPU billing.")
+    else:
+        lines.append(f"drain evicts every job the manager dispatched: MultiKueue deletes its copy on the worker "
+                     f"({workers}; SIGTERM and each job's grace period there), and it waits in the manager's queue "
+                     "until resume.")
+    lines.append(f"While paused the manager costs about ${cost.paused_per_hour(cfg):,.2f}/hour (control plane, NAT, "
+                 "system nodes).")
+    return lines
+
+
 def set_paused(text: str, paused: bool, mode: str | None) -> str:
     text = stackfile.set_scalar(text, PAUSED, "true" if paused else "false")
     return stackfile.set_scalar(text, PAUSE_MODE, mode) if mode else text
@@ -55,7 +83,11 @@ def run(stack_name: str, paused: bool, mode: str | None, apply: bool, assume_yes
     except (stackfile.StackFileError, config.ConfigError) as err:
         return stackfile.report(err)
     verb = "pause" if paused else "resume"
-    if paused:
+    role = cfg.fleet.role if cfg.fleet is not None else None
+    if role == "manager":
+        for line in manager_lines(cfg, paused):
+            out(line)
+    elif paused:
         out(f"Pausing {stack_name}: the ClusterQueue gets stopPolicy {cfg.stop_policy} "
             f"({'admitted jobs finish, nothing new starts' if cfg.pause_mode == 'finish' else 'running jobs are evicted'}"
             f"); every GPU pool may scale to 0.")
@@ -65,6 +97,10 @@ def run(stack_name: str, paused: bool, mode: str | None, apply: bool, assume_yes
             out("\n".join(drain_warning(cfg)))
     else:
         out(f"Resuming {stack_name}: the ClusterQueue admits jobs again and the pools' minNodes apply.")
+    if role == "worker":
+        out(f"{stack_name} is a worker of fleet {stack_name_of(cfg.fleet.manager)}: "
+            + ("while it is paused the manager dispatches new jobs to the other workers."
+               if paused else "the manager dispatches jobs to it again."))
     new_text = set_paused(text, paused, mode)
     if new_text != text:
         path.write_text(new_text)

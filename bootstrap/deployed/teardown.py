@@ -4,12 +4,18 @@ Once the destroy has ended, no node of the cluster is left, and nothing can pull
 more: the repositories under its prefixes are deleted again. The rule's delete hook deleted them already, but
 Pulumi deletes the rule in parallel with the node groups (they do not depend on it, and `submit`ted jobs are
 not in the stack at all), and a pull before the rule was gone re-creates a repository, which would bill on.
+
+A fleet's worker is drained first, once the destroy is confirmed (drain_worker): every ClusterQueue on it gets
+stopPolicy HoldAndDrain through the API, and the destroy waits (--drain-timeout) until no Workload there is
+admitted; the manager then dispatches the evicted jobs to its other workers. An unreachable worker stops it
+(--skip-drain goes on without); at the end it says to remove the worker from the manager's fleet.workers.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,6 +24,7 @@ from bootstrap import stackfile
 from bootstrap.deployed import automation, destroy_report
 from components.aws.lookups import DESTROYING_ENV
 from components.core import config
+from components.core.config.cluster import stack_name
 from components.hooks import SKIP_EXPORT_ENV, bucket_guard, image_cache
 
 
@@ -61,11 +68,50 @@ def sweep_image_cache(cfg: config.StackConfig, prefixes: list[str], ecr_of: Call
     return swept
 
 
+DRAIN_TIMEOUT_SECONDS = 1800
+
+
+def drain_worker(args: argparse.Namespace, cfg: config.StackConfig, out: Callable[[str], None],
+                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> int:
+    """Drain fleet worker `cfg` (the module's docstring): 0 drained, 1 still admitted at the timeout, 2 unreachable."""
+    from bootstrap.cluster.api import ClusterUnreachable, KubeError
+    from bootstrap.cluster.connect import connect_stack
+    from bootstrap.jobs import fleet
+
+    manager = stack_name(cfg.fleet.manager or "")
+    timeout = getattr(args, "drain_timeout", None) or DRAIN_TIMEOUT_SECONDS
+    out(f"\nDraining {args.stack}, a worker of fleet {manager}, before the destroy (at most {timeout:.0f} s):")
+    try:
+        kube = connect_stack(args.stack, getattr(args, "kubeconfig", None), getattr(args, "context", None))
+        left = fleet.drain(kube, timeout, out, sleep, clock)
+    except (ClusterUnreachable, KubeError) as err:
+        print(f"gpucluster: cannot drain worker {args.stack}: {err}. If it is gone for good, the manager requeues "
+              "its jobs after fleet.workerLostMinutes; add --skip-drain to destroy it without draining; nothing "
+              "was destroyed", file=sys.stderr)
+        return 2
+    if left:
+        print(f"gpucluster: {len(left)} workload(s) still admitted on {args.stack} after {timeout:.0f} s: "
+              f"{', '.join(left)}; give them longer (--drain-timeout) or add --skip-drain; nothing was destroyed, "
+              f"and its ClusterQueues stay held (`pulumi up --stack {args.stack}` releases them)", file=sys.stderr)
+        return 1
+    out(f"drained: no workload is admitted on {args.stack}; the manager {manager} re-dispatches its jobs to the "
+        "other workers")
+    return 0
+
+
+def fleet_reminder(stack: str, cfg: config.StackConfig) -> str:
+    manager = stack_name(cfg.fleet.manager or "")
+    return (f"\n{stack} was a worker of fleet {manager}: remove it from gpucluster:fleet.workers in "
+            f"Pulumi.{manager}.yaml and run `pulumi up --stack {manager}` (until then the manager keeps a "
+            f"MultiKueueCluster for it that cannot connect)")
+
+
 def run(args: argparse.Namespace, select: Callable[[str], automation.DeployedStack] = automation.select,
         holds_objects: Callable[[config.StackConfig, str], bool | None] = bucket_holds_objects,
         ask: Callable[[str], str] | None = None, out: Callable[[str], None] = print,
         project_dir: Path = stackfile.PROJECT_DIR,
-        ecr_of: Callable[[config.StackConfig], Any] = ecr_client) -> int:
+        ecr_of: Callable[[config.StackConfig], Any] = ecr_client,
+        drain: Callable[[argparse.Namespace, config.StackConfig, Callable[[str], None]], int] = drain_worker) -> int:
     try:
         cfg, _, _ = stackfile.load_stack(args.stack, project_dir)
     except (stackfile.StackFileError, config.ConfigError) as err:
@@ -107,6 +153,12 @@ def run(args: argparse.Namespace, select: Callable[[str], automation.DeployedSta
     if not automation.confirm(f"\nDestroy stack {args.stack}?", args.stack, args.yes, ask):
         print("gpucluster: not confirmed (type the stack name, or pass --yes); nothing was done", file=sys.stderr)
         return 1
+    worker = cfg.fleet is not None and cfg.fleet.role == "worker"
+    if worker and getattr(args, "skip_drain", False):
+        out(f"\nWARNING: --skip-drain: {args.stack}'s admitted jobs are not drained; the manager requeues them only "
+            "after fleet.workerLostMinutes")
+    elif worker and (code := drain(args, cfg, out)) != 0:
+        return code
 
     try:
         automation.with_env(env, lambda: stack.destroy(run_program=True, on_output=out, color="never"))
@@ -123,4 +175,6 @@ def run(args: argparse.Namespace, select: Callable[[str], automation.DeployedSta
         out(f"\nTo use s3://{report.kept_bucket} again (its datasets and checkpoints) in the next `pulumi up`:\n"
             f"  {line}\nor in Pulumi.{args.stack}.yaml under config:\n"
             f"  {config.NAMESPACE}:storage:\n    bucketName: {report.kept_bucket}")
+    if worker:
+        out(fleet_reminder(args.stack, cfg))
     return 0 if swept else 1

@@ -7,23 +7,29 @@ The safe way to tear a stack down:
    key's waiting period);
 2. refuses when the bucket would be deleted with objects in it, unless
    --delete-bucket-data says so; asks you to type the stack name (or --yes);
-3. runs `pulumi destroy` with the program (Automation API, run_program), so
+3. a fleet's worker is drained first, once confirmed: its ClusterQueues
+   get stopPolicy HoldAndDrain and the destroy waits until none of its
+   jobs is admitted (the manager sends them to other workers); it stops
+   when the worker cannot be reached (--skip-drain goes on without);
+4. runs `pulumi destroy` with the program (Automation API, run_program), so
    the delete hooks run: every S3 link exports the file system first, and a
    failed or timed-out export stops the destroy with the data in place;
-4. prints what was kept, and the exact line that makes the next `pulumi up`
+5. prints what was kept, and the exact line that makes the next `pulumi up`
    link the kept bucket instead of creating a new one.
 
 Exit codes: 0 destroyed (or nothing to destroy); 1 a bad stack (every
 problem listed: the destroy runs the program, which refuses it), refused or
-failed (the pulumi CLI's failure, whatever its cause); 2 the stack cannot
-be read (an unreadable stack file, no CLI, no login, no such stack).
+failed (the pulumi CLI's failure, whatever its cause), a worker's jobs
+still admitted at --drain-timeout; 2 the stack cannot be read (an
+unreadable stack file, no CLI, no login, no such stack), a worker to drain
+cannot be reached.
 """
 
 from __future__ import annotations
 
 import argparse
 
-from bootstrap.deployed.teardown import run
+from bootstrap.deployed.teardown import DRAIN_TIMEOUT_SECONDS, run
 
 
 def main(argv: list[str]) -> int:
@@ -34,4 +40,12 @@ def main(argv: list[str]) -> int:
                         help="with storage.retainOnDestroy: false, delete the bucket even if it holds objects")
     parser.add_argument("--skip-export", action="store_true",
                         help="delete the file system without exporting it to S3 first (its unexported files are lost)")
+    parser.add_argument("--skip-drain", action="store_true",
+                        help="a fleet's worker: destroy without draining its jobs first (the manager requeues them "
+                             "only after fleet.workerLostMinutes)")
+    parser.add_argument("--drain-timeout", type=float, default=DRAIN_TIMEOUT_SECONDS,
+                        help=f"a fleet's worker: seconds to wait for its jobs to leave (default {DRAIN_TIMEOUT_SECONDS})")
+    parser.add_argument("--kubeconfig", help="a fleet's worker, to drain it: kubeconfig with a context named as the "
+                                             "stack (default: $KUBECONFIG, else the stack's output)")
+    parser.add_argument("--context", help="the kubeconfig's context of the worker (default: the one named as the stack)")
     return run(parser.parse_args(argv))

@@ -12,6 +12,12 @@ under teams/<team>/, the team's part of the file system). A team's job is
 in its team's namespace: `--team T`, or found there for a stack job with
 `team:`.
 
+On a fleet's manager (`--stack <manager>`, or a worker's stack with
+--fleet) the job is deleted there, where it was queued: MultiKueue
+deletes its copy on the worker that runs it (and its pods), and the
+output says which worker that was (bootstrap/jobs/fleet.py); its
+checkpoints are named at that worker's stack's mount and bucket.
+
 Exit 0: cancelled. Exit 1: the --stack is bad (every problem listed).
 Exit 2: not cancelled (the reason on stderr: no such job, a job `pulumi up`
 owns, the cluster cannot be reached, an unreadable stack file).
@@ -22,8 +28,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from bootstrap import stackfile
 from bootstrap.cluster.api import ClusterUnreachable, KubeError
-from bootstrap.jobs import checkpoints, ops
+from bootstrap.jobs import checkpoints, fleet, ops
 from bootstrap.jobs.render import SubmitError
 from bootstrap.stackfile import StackFileError
 from bootstrap.verbs.jobs import common
@@ -75,6 +82,29 @@ def checkpoint_lines(job: dict, cfg: config.StackConfig | None, bucket: str | No
                     "files reach S3 minutes after they are written)"]
 
 
+def load(stack: str) -> config.StackConfig:
+    return stackfile.load_stack(stack, standins=True)[0]
+
+
+def worker_config(stack: str, fallback: config.StackConfig | None) -> config.StackConfig | None:
+    """The worker's stack config (its mount and checkpoint prefix); `fallback` when its file cannot be read."""
+    try:
+        return load(stack)
+    except (StackFileError, config.ConfigError):
+        return fallback
+
+
+def ran_on(job: str, placed: fleet.Placement, health: fleet.Health | None) -> str:
+    """Which worker ran the job the manager deleted, and what happens there."""
+    if placed.worker is None:
+        offered = f" (offered to {', '.join(placed.nominated)}: MultiKueue withdraws it)" if placed.nominated else ""
+        return f"job {job} had not started on any worker{offered}"
+    if health is not None and health.active is False:
+        return (f"job {job} ran on worker {fleet.unreachable(placed.worker, health)}: MultiKueue deletes its copy "
+                "there once it reaches the worker again; until then its pods may still run")
+    return f"job {job} ran on worker {placed.worker}: MultiKueue deletes its copy and its pods there"
+
+
 def main(argv: list[str], s3_factory=None) -> int:
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
     parser.add_argument("job", help="the MPIJob, TrainJob or JobSet")
@@ -82,18 +112,34 @@ def main(argv: list[str], s3_factory=None) -> int:
     parser.add_argument("--bucket", help="the stack's bucket (default: its bucketName output)")
     common.add_cluster_args(parser)
     common.add_team_arg(parser)
+    parser.add_argument("--context", help="the kubeconfig's context (default: the one named as the stack, else its "
+                                          "current one)")
+    parser.add_argument("--fleet", action="store_true", help="a fleet worker's --stack: the job in its manager's "
+                                                             "queue (MultiKueue deletes its copy on the worker)")
     args = common.parse(parser, argv)
     if isinstance(args, int):
         return args
+    placed = None
     try:
         cfg = common.load_stack(args)
-        kube, _ = common.cluster(args, cfg)
+        where = fleet.target(cfg, args.kubeconfig, args.context, args.fleet, load)
+        kube = where.kube
         job = common.find_job(kube, args, cfg)
+        if where.on_manager:
+            placed, health = fleet.where(kube, job)
         deleted = ops.cancel(kube, job, args.force)
     except (SubmitError, config.ConfigError, StackFileError, ClusterUnreachable, KubeError,
             common.BadArgument) as err:
         return common.fail(PROG, err)
-    print(f"deleted {', '.join(deleted)}")
+    if placed is None:
+        print(f"deleted {', '.join(deleted)}")
+    else:
+        print(f"deleted {', '.join(deleted).replace(' and its pods', '')} on the fleet's manager")
+        print(ran_on(args.job, placed, health))
+        if placed.worker is not None:  # its checkpoints are where that worker's stack put them
+            worker_stack = fleet.stack_of(placed.worker, where.manager)
+            cfg = worker_config(worker_stack, cfg)
+            args.stack = worker_stack
     team = common.team_in(cfg, job["metadata"]["namespace"])
     for line in checkpoint_lines(job, cfg, args.bucket or stack_bucket(args.stack), s3_factory, team):
         print(line)

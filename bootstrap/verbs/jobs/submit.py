@@ -17,6 +17,18 @@ is when the spend cannot be read. `--over-budget` submits anyway and says
 so, for the cluster's admins only (the API server is asked: a
 SelfSubjectAccessReview); anyone else is refused.
 
+`--fleet` (the stack a fleet's worker): the job renders as that worker
+renders it (without its image cache: the job may run in another region)
+and is created on the fleet's manager, in the same namespace and
+LocalQueue, where it waits until MultiKueue dispatches it to the first
+worker that admits it. What the job needs on a worker is checked on
+every worker the manager lists, each reached at its stack's context
+(bootstrap.cluster.connect): the Secret and scripts ConfigMap `pulumi up`
+of a stack with that job made, and, created when missing, a torchrun
+runtime and a job file's scripts; a worker that cannot be reached is
+named on stderr (the job fails there if it lands there before they are).
+A team's budget is not checked for a fleet job.
+
 Exit 0: submitted. Exit 1: the stack or the job file has problems (each
 listed, as `plan` lists them), the job does not fit its team's budget, or
 --over-budget from one who is no admin.
@@ -27,13 +39,17 @@ cluster or Prometheus cannot be reached, ...).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bootstrap.cluster.api import ClusterUnreachable, KubeError
-from bootstrap.jobs import budget, ops, render
+from bootstrap import stackfile
+from bootstrap.cluster import kinds
+from bootstrap.cluster.api import ClusterUnreachable, Kube, KubeError
+from bootstrap.cluster.connect import connect_stack
+from bootstrap.jobs import budget, fleet, ops, render
 from bootstrap.stackfile import StackFileError
 from bootstrap.verbs.jobs import common
 from components.core import config
@@ -67,6 +83,70 @@ def check_budget(args: argparse.Namespace, cfg: config.StackConfig, kube, sub: r
     return verdict
 
 
+def load(stack: str) -> config.StackConfig:
+    return stackfile.load_stack(stack, standins=True)[0]
+
+
+def needs_on(kube: Kube, sub: render.Submission) -> tuple[list[str], list[str]]:
+    """On one worker: what `pulumi up` should have made and is missing, and what this creates (a runtime, a job
+    file's scripts)."""
+    from components.core.kube import workers
+
+    missing, created = [], []
+    if sub.secret and kube.get(kinds.SECRET, workers.secret_env_name(sub.job.name), sub.namespace) is None:
+        missing.append(f"Secret {workers.secret_env_name(sub.job.name)}")
+    scripts = workers.scripts_config_map_name(sub.job.name)
+    if sub.job.scripts and sub.config_map is None and kube.get(kinds.CONFIG_MAP, scripts, sub.namespace) is None:
+        missing.append(f"ConfigMap {scripts}")
+    if missing:
+        return missing, created
+    if sub.runtime is not None and ops._runtime_missing(kube, sub.runtime["metadata"]["name"]):
+        kube.create(kinds.CLUSTER_TRAINING_RUNTIME, sub.runtime)
+        created.append(f"ClusterTrainingRuntime {sub.runtime['metadata']['name']}")
+    if sub.config_map is not None and kube.get(kinds.CONFIG_MAP, scripts, sub.namespace) is None:
+        kube.create(kinds.CONFIG_MAP, sub.config_map)
+        created.append(f"ConfigMap {scripts}")
+    return missing, created
+
+
+def prepare_workers(sub: render.Submission, stacks: list[str], kubeconfig: str | None) -> list[str]:
+    """What the job needs, on every worker (needs_on); refused when a reachable one lacks what `pulumi up` makes."""
+    created, lacking = [], []
+    for stack in stacks:
+        try:
+            missing, made = needs_on(connect_stack(stack, kubeconfig), sub)
+        except ClusterUnreachable as err:
+            print(f"{PROG}: warning: worker {stack} cannot be reached ({err}); the job fails there if MultiKueue "
+                  "sends it there before its runtime and scripts are", file=sys.stderr)
+            continue
+        created += [f"{what} (worker {stack})" for what in made]
+        lacking += [f"{what} on worker {stack}" for what in missing]
+    if lacking:
+        raise render.SubmitError(f"{', '.join(lacking)} missing, made by `pulumi up` of a stack with job "
+                                 f"{sub.job.name} in gpucluster:jobs: add it to each worker's stack and `pulumi up` "
+                                 "them, or submit a job file (--file); nothing was submitted")
+    return created
+
+
+def submit_fleet(args: argparse.Namespace, cfg: config.StackConfig, sleep) -> tuple[render.Submission, ops.Submitted,
+                                                                                      list[str], str]:
+    """The job rendered as worker `cfg` renders it, created on its fleet's manager; what was created where, and
+    the manager's stack name."""
+    if fleet.is_manager(cfg):
+        raise fleet.FleetError(f"--fleet takes a worker's stack (the job renders as that worker renders it); "
+                               f"{cfg.stack} is the fleet's manager: give one of its workers, "
+                               f"{', '.join(fleet.worker_stacks(cfg).values())}")
+    sub = _render(args, cfg)
+    where = fleet.target(cfg, args.kubeconfig, args.context, True, load)
+    stacks = list(dict.fromkeys(fleet.worker_stacks(where.manager).values())) or [cfg.stack]
+    made = prepare_workers(sub, stacks, args.kubeconfig)
+    # On the manager the job is only queued: its Secret and scripts are the workers' (checked above).
+    bare = dataclasses.replace(sub, job=sub.job.model_copy(update={"scripts": ()}), secret=frozenset(),
+                               config_map=None)
+    done = ops.submit(where.kube, bare, **({"sleep": sleep} if sleep else {}))
+    return sub, done, made, fleet.manager_of(cfg) or ""
+
+
 def main(argv: list[str], sleep=None, now: datetime | None = None) -> int:
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
     parser.add_argument("job", nargs="?", help="a job of the stack (startOnUp: false)")
@@ -78,6 +158,10 @@ def main(argv: list[str], sleep=None, now: datetime | None = None) -> int:
                              "with its spend unknown (said in the output)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     common.add_cluster_args(parser, stack_required=True)
+    parser.add_argument("--context", help="the kubeconfig's context (default: the one named as the stack, else its "
+                                          "current one; with --fleet, the one named as the manager)")
+    parser.add_argument("--fleet", action="store_true", help="queue it on the fleet's manager (--stack a worker): it "
+                                                             "runs on the first worker that admits it")
     common.add_prometheus_args(parser)
     args = common.parse(parser, argv)
     if isinstance(args, int):
@@ -85,11 +169,14 @@ def main(argv: list[str], sleep=None, now: datetime | None = None) -> int:
     if (args.job is None) == (args.file is None):
         print(f"{PROG}: error: give a job name or --file, one of them", file=sys.stderr)
         return 2
+    if args.fleet:
+        return main_fleet(args, sleep)
     try:
         cfg = common.load_stack(args)
         # Checked before connecting, so a bad job file fails fast; rendered again with the image cache.
         first = _render(args, cfg)
-        kube, namespace = common.cluster(args, cfg)
+        namespace = args.namespace or cfg.training_namespace
+        kube = fleet.target(cfg, args.kubeconfig, args.context, False, load).kube
         sub = _render(args, cfg, ops.image_cache(kube, *filter(None, (args.namespace, first.namespace, namespace))))
         verdict = check_budget(args, cfg, kube, sub, now or datetime.now(UTC))
         done = ops.submit(kube, sub, **({"sleep": sleep} if sleep else {}))
@@ -131,4 +218,38 @@ def main(argv: list[str], sleep=None, now: datetime | None = None) -> int:
         ahead = f" (after {', '.join(position.ahead)})" if position.ahead else ""
         print(f"queue: position {position.position} of {position.pending} waiting in {position.cluster_queue}{ahead}")
     print(f"follow it: python -m bootstrap logs {sub.name} -f --stack {args.stack}{where}")
+    return 0
+
+
+def main_fleet(args: argparse.Namespace, sleep) -> int:
+    """`submit --fleet`: on the manager of the --stack's fleet (submit_fleet)."""
+    try:
+        cfg = common.load_stack(args)
+        if cfg.fleet is None:
+            raise fleet.FleetError(fleet.not_in_fleet(cfg.stack))
+        sub, done, made, manager = submit_fleet(args, cfg, sleep)
+    except (render.SubmitError, config.ConfigError, StackFileError, ClusterUnreachable, KubeError,
+            common.BadArgument) as err:
+        return common.fail(PROG, err)
+    position = done.position
+    report = {"kind": sub.kind, "name": sub.name, "namespace": sub.namespace, "pool": sub.pool.name,
+              "nodes": sub.job.nodes, "instanceType": sub.pool.instance_type,
+              "pricePerHour": round(sub.price_per_hour, 2), "deadlineSeconds": sub.deadline_seconds,
+              "manager": manager, "created": list(done.created), "createdOnWorkers": made,
+              "queue": None if position is None else {"clusterQueue": position.cluster_queue,
+                                                      "position": position.position, "pending": position.pending,
+                                                      "ahead": list(position.ahead)}}
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    deadline = f"; deadline {common.duration(sub.deadline_seconds)}" if sub.deadline_seconds else "; no deadline"
+    print(f"submitted {sub.kind} {sub.name} to {sub.namespace} on the fleet's manager {manager}: {sub.job.nodes} x "
+          f"{sub.pool.instance_type}, ${sub.price_per_hour:,.2f}/h while it runs{deadline}")
+    print(f"created: {', '.join([*(f'{c} (manager {manager})' for c in done.created), *made])}")
+    ahead = f" (after {', '.join(position.ahead)})" if position and position.ahead else ""
+    place = f"position {position.position} of {position.pending} in {position.cluster_queue}{ahead}; " \
+        if position else ""
+    print(f"queue: queued on the fleet's manager {manager}: {place}it runs on the first worker that admits it")
+    print(f"follow it: python -m bootstrap status --stack {manager} (its WORKER column), then python -m bootstrap "
+          f"logs {sub.name} -f --stack {manager}")
     return 0
