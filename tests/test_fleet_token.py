@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import base64
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -62,7 +63,7 @@ class FakeApi:
             token = f"tok-{ref['name']}"
             self.tokens[token] = (names.USERNAME, ref["uid"])
             return 201, {**body, "status": {"token": token, "expirationTimestamp": rotate.rfc3339(
-                int(ref["name"].rsplit("-", 1)[1]) + body["spec"]["expirationSeconds"])}}
+                names.anchor_time(ref["name"]) + body["spec"]["expirationSeconds"])}}
         if path in {SECRETS.format(ns) for ns in ("kueue-system", names.FLEET_NAMESPACE)}:
             if method == "POST":
                 if f"{path}/{body['metadata']['name']}" in self.objects:
@@ -157,7 +158,7 @@ def token_in(manager: FakeApi) -> str:
 
 def run(manager: FakeApi, now: float, lifetime: int = 7200) -> dict:
     with client.connect(kubeconfig("manager", manager.url, "admin")) as api:
-        return rotate.rotate(api, "east", SECRET, lifetime, now)
+        return rotate.rotate(api, "east", SECRET, lifetime, now, unique="")
 
 
 def test_a_rotation_binds_a_new_token_to_a_new_anchor_writes_it_and_revokes_the_older(fleet):
@@ -181,6 +182,19 @@ def test_a_rotation_binds_a_new_token_to_a_new_anchor_writes_it_and_revokes_the_
     assert again["ok"] and again["deletedAnchors"] == ["gpucluster-multikueue-1000"]
     assert worker._user("Bearer tok-gpucluster-multikueue-1000") is None
     assert token_in(manager) == "tok-gpucluster-multikueue-2000"
+
+
+def test_two_rotations_in_one_second_each_get_their_own_anchor(fleet):
+    # The local fleet's e2e rotated twice within a second: the second anchor's name was taken (409).
+    manager, worker = fleet
+    with client.connect(kubeconfig("manager", manager.url, "admin")) as api:
+        first = rotate.rotate(api, "east", SECRET, 7200, 3000.1)
+        second = rotate.rotate(api, "east", SECRET, 7200, 3000.9)
+    assert first["ok"] and second["ok"], (first, second)
+    assert first["anchor"] != second["anchor"] and second["deletedAnchors"] == [first["anchor"]]
+    assert re.fullmatch(r"gpucluster-multikueue-3000-[0-9a-f]{6}", second["anchor"]), second
+    assert worker._user(f"Bearer tok-{first['anchor']}") is None
+    assert token_in(manager) == f"tok-{second['anchor']}"
 
 
 @pytest.mark.parametrize("failing", ["token", "review", "write"])
@@ -229,6 +243,7 @@ def test_the_kubeconfig_helpers():
     assert client.token_of(config, "east") == "old"  # a copy
     assert names.cluster_of("gpucluster-fleet-fleet-east") == "fleet-east"
     assert names.anchor_time("gpucluster-multikueue-17") == 17 and names.anchor_time(names.BOOTSTRAP_SECRET) is None
+    assert names.anchor_time("gpucluster-multikueue-17-a1b2c3") == 17
     with pytest.raises(client.KubeconfigError), client.connect({**config, "clusters": [{"name": "east", "cluster": {
             "server": "https://x", "insecure-skip-tls-verify": True}}]}):
         pass

@@ -43,11 +43,14 @@ def cluster_of(secret: str) -> str:
     return secret[len(SECRET_PREFIX):]
 
 
-def anchor_name(unix_seconds: int) -> str:
-    return f"{ANCHOR_PREFIX}{unix_seconds}"
+def anchor_name(unix_seconds: int, unique: str = "") -> str:
+    """`gpucluster-multikueue-<seconds>[-<unique>]`: two rotations in one second (a hand rotation beside the
+    CronJob's) must not collide."""
+    return f"{ANCHOR_PREFIX}{unix_seconds}" + (f"-{unique}" if unique else "")
 
 
 def anchor_time(name: str) -> int | None:
     """The unix seconds of an anchor's name; None for any other Secret (the bootstrap one included)."""
     suffix = name[len(ANCHOR_PREFIX):] if name.startswith(ANCHOR_PREFIX) else ""
-    return int(suffix) if suffix.isdigit() else None
+    seconds = suffix.split("-", 1)[0]
+    return int(seconds) if seconds.isdigit() else None

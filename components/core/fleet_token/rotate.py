@@ -2,7 +2,7 @@
 the manager's kubeconfig is left as it was (and a half-made anchor is deleted, revoking what was issued).
 
 1. read the kubeconfig Secret on the manager (its current token still works: it was rotated within its life);
-2. with it, on the worker: create the anchor Secret `gpucluster-multikueue-<now>` in `gpucluster-fleet`;
+2. with it, on the worker: create the anchor Secret `gpucluster-multikueue-<now>-<random>` in `gpucluster-fleet`;
 3. TokenRequest for the ServiceAccount `gpucluster-multikueue`, bound to the anchor (kind Secret, name, uid),
    living `lifetime_seconds` (authentication.k8s.io/v1 TokenRequest; POST .../serviceaccounts/<name>/token);
 4. prove the new token: a SelfSubjectReview (authentication.k8s.io/v1, GA in Kubernetes 1.28) must answer
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import json
+import secrets
 import time
 from typing import Any
 
@@ -60,19 +61,19 @@ def _prove(worker: kubeapi.Client) -> None:
         raise RuntimeError(f"the new token is {user!r}, not {names.USERNAME}")
 
 
-def _older_anchors(worker: kubeapi.Client, now: int) -> list[str]:
+def _older_anchors(worker: kubeapi.Client, current: str) -> list[str]:
+    """Every anchor but the one the manager's token is now bound to (the CronJob never runs two at once)."""
     found = worker.list(_secret_path(names.FLEET_NAMESPACE), label_selector=f"{names.ANCHOR_LABEL}=true")
     older = []
     for secret in found:
         name = secret["metadata"]["name"]
-        at = names.anchor_time(name)
-        if name != names.BOOTSTRAP_SECRET and at is not None and at < now:
+        if name not in (names.BOOTSTRAP_SECRET, current) and names.anchor_time(name) is not None:
             older.append(name)
     return sorted(older)
 
 
 def rotate(manager_api: kubeapi.Client, worker_cluster: str, secret_name: str, lifetime_seconds: int,
-           now: float, namespace: str = names.MANAGER_NAMESPACE) -> dict[str, Any]:
+           now: float, namespace: str = names.MANAGER_NAMESPACE, unique: str | None = None) -> dict[str, Any]:
     """Rotate one worker's token; the report: {cluster, secret, ok, anchor, expiresAt, deletedAnchors, error,
     warnings}. Never raises for an API or kubeconfig error: `ok` is false and `error` says what failed."""
     seconds = int(now)
@@ -84,7 +85,7 @@ def rotate(manager_api: kubeapi.Client, worker_cluster: str, secret_name: str, l
         return report
     step = "read the manager's Secret"
     anchor_made = False
-    anchor = names.anchor_name(seconds)
+    anchor = names.anchor_name(seconds, secrets.token_hex(3) if unique is None else unique)
     try:
         secret = manager_api.get(_secret_path(namespace, secret_name))
         if secret is None:
@@ -120,7 +121,7 @@ def rotate(manager_api: kubeapi.Client, worker_cluster: str, secret_name: str, l
                 anchor_made = False  # in use now: never deleted below
                 report.update(ok=True, anchor=anchor)
                 step = "delete the older anchors (revoking their tokens)"
-                for old in _older_anchors(fresh, seconds):
+                for old in _older_anchors(fresh, anchor):
                     fresh.delete(_secret_path(names.FLEET_NAMESPACE, old))
                     report["deletedAnchors"].append(old)
     except (kubeapi.ApiError, client.KubeconfigError, RuntimeError, OSError, ValueError) as err:
