@@ -2,7 +2,7 @@
 VENV ?= venv
 PY := $(VENV)/bin/python
 
-.PHONY: plan test lint docs local local-apply local-down e2e
+.PHONY: plan test lint docs local local-apply local-down e2e e2e-fleet
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt policy/requirements.txt
 	python3 -m venv $(VENV)
@@ -34,3 +34,7 @@ local-down: $(VENV)/.installed  ## stop the local control plane and delete its s
 e2e: $(VENV)/.installed  ## end-to-end tests on the local control plane (builds it first, cached)
 	$(PY) -m local build
 	GPUCLUSTER_E2E=1 $(PY) -m pytest -n 0 tests/e2e  # one control plane: one process
+
+e2e-fleet: $(VENV)/.installed  ## a fleet on three local control planes: a manager and two workers (MultiKueue)
+	$(PY) -m local build
+	GPUCLUSTER_E2E=1 $(PY) -m pytest -n 0 tests/e2e_fleet

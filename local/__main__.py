@@ -7,6 +7,7 @@ import os
 import sys
 
 from local import build, cluster, controlplane, processes
+from local.fleet import members as fleet
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -21,12 +22,19 @@ def main(argv: list[str] | None = None) -> int:
             return build.main()
         if args.verb == "down":
             cluster.down(state)
+            if fleet.member_states(fleet.state_dir()):
+                fleet.down(fleet.state_dir())
             return 0
         if args.verb == "status":
             running = processes.running(state)
             for name, pid in sorted(running.items()):
                 print(f"{name}: pid {pid}")
             print(f"KUBECONFIG={controlplane.kubeconfig_path(state)}" if running else "not running")
+            for member in fleet.member_states(fleet.state_dir()):
+                up = processes.running(member)
+                print(f"fleet member {member.name}: {len(up)} processes" if up else f"fleet member {member.name}: "
+                      "not running")
+                running = running or up
             return 0 if running else 1
         if args.verb == "apply":
             if "kube-apiserver" not in processes.running(state):
@@ -40,6 +48,11 @@ def main(argv: list[str] | None = None) -> int:
             cluster.apply(started, state)
             return 0
         args.stack = args.stack or "dev"
+        if fleet.is_manager(args.stack):
+            path = fleet.up(args.stack, fleet.state_dir())
+            print(f"\nThe local fleet runs: {', '.join(fleet.members(args.stack))}. Use it with:\n"
+                  f"  export KUBECONFIG={path}   # a context per stack; the manager's is current")
+            return 0
         cluster.up(args.stack, state)
     except (processes.LocalClusterError, build.BuildError, RuntimeError) as err:
         print(f"local: {err}", file=sys.stderr)

@@ -91,7 +91,7 @@ def phases(rendered: Rendered, ca_pem: str) -> dict[str, list[dict[str, Any]]]:
     """Every object to apply, by phase, in the order they are applied."""
     everything = [*rendered.chart_objects, *rendered.stack_objects]
     everything = controllers.rewrite_webhooks(everything, ca_pem)
-    out: dict[str, list[dict[str, Any]]] = {"namespaces": [], "crds": [], "infrastructure": [],
+    out: dict[str, list[dict[str, Any]]] = {"namespaces": [], "crds": [], "infrastructure": [], "tokens": [],
                                             "webhooks": [], "custom": [], "jobs": []}
     for obj in everything:
         kind = obj.get("kind")
@@ -105,6 +105,10 @@ def phases(rendered: Rendered, ca_pem: str) -> dict[str, list[dict[str, Any]]]:
             out["webhooks"].append(obj)
         elif kind in JOB_KINDS:
             out["jobs"].append(obj)
+        elif kind == "Secret" and obj.get("type") == "kubernetes.io/service-account-token":
+            # After its ServiceAccount, as Pulumi orders them (depends_on): the token controller deletes a
+            # token Secret whose account does not exist yet.
+            out["tokens"].append(obj)
         elif _group(obj) in CUSTOM_GROUPS:
             out["custom"].append(obj)
         else:
@@ -138,11 +142,12 @@ def apply(stack: str, state: Path, out=print, rendered: Rendered | None = None) 
     kubectl.apply_files(state, charts.prometheus_crds(), "the Prometheus Operator's CRDs")
     kubectl.wait(state, "crd", "condition=Established", extra=("--all",))
     kubectl.apply(state, by_phase["infrastructure"], "the stack's and charts' objects")
+    kubectl.apply(state, by_phase["tokens"], "service account token Secrets")
     running = processes.running(state)
-    if not all(m.name in running for m in controllers.MANAGERS):
-        # All four or none: a lone restarted manager would clash with the others' ports and registry entries.
+    if not all(m.name in running for m in controllers.managers()):
+        # All or none: a lone restarted manager would clash with the others' ports and registry entries.
         processes.stop(state, names=[m.name for m in controllers.MANAGERS])
-        out("starting Kueue, JobSet, Kubeflow Trainer and the MPI Operator")
+        out("starting " + ", ".join(m.name for m in controllers.managers()))
         controllers.start(state, rendered.chart_objects, rendered.stack_objects)
     kubectl.apply(state, by_phase["webhooks"], "webhook configurations")
     kubectl.apply(state, by_phase["custom"], "queues, flavors and runtimes")

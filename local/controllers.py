@@ -44,6 +44,12 @@ TRAINER = Manager("trainer", "trainer-controller-manager", PORTS.trainer_webhook
 MPI_OPERATOR = Manager("mpi-operator", "mpi-operator", None, 8080)
 MANAGERS = (JOBSET, TRAINER, MPI_OPERATOR, KUEUE)
 
+
+def managers() -> tuple[Manager, ...]:
+    """The managers this cluster runs: MANAGERS less those controlplane.without() names (the fleet's clusters
+    run no MPI Operator; the fleet e2e runs TrainJobs)."""
+    return tuple(m for m in MANAGERS if m.name not in controlplane.without())
+
 # Kueue v0.19.2 reads its metrics certificate from this fixed path whenever its internal
 # certificate management is off (cmd/kueue/main.go), whatever metrics.bindAddress says.
 KUEUE_METRICS_CERTS = Path("/etc/kueue/metrics/certs")
@@ -156,9 +162,10 @@ def start(state: Path, chart_objects: list[dict[str, Any]], stack_objects: list[
     processes.start(state, "trainer", [str(build.binary("trainer-controller-manager")), f"--kubeconfig={kubeconfig}",
                                        f"--config={work / 'trainer.yaml'}", *flags], env={"TMPDIR": str(tmp)})
 
-    # --kubeConfig (its spelling) names the state folder, so `stop` finds it; $KUBECONFIG would win anyway.
-    processes.start(state, "mpi-operator", [str(build.binary("mpi-operator")), f"--kubeConfig={kubeconfig}",
-                                            *mpi_operator_flags(stack_objects)], env={"KUBECONFIG": kubeconfig})
+    if MPI_OPERATOR in managers():
+        # --kubeConfig (its spelling) names the state folder, so `stop` finds it; $KUBECONFIG would win anyway.
+        processes.start(state, "mpi-operator", [str(build.binary("mpi-operator")), f"--kubeConfig={kubeconfig}",
+                                                *mpi_operator_flags(stack_objects)], env={"KUBECONFIG": kubeconfig})
 
     try:
         _install_cert(keys, KUEUE_METRICS_CERTS)
@@ -173,7 +180,7 @@ def start(state: Path, chart_objects: list[dict[str, Any]], stack_objects: list[
     processes.start(state, "kueue", [str(build.binary("kueue")), f"--kubeconfig={kubeconfig}",
                                      f"--config={work / 'kueue.yaml'}", *flags])
 
-    for manager in MANAGERS:
+    for manager in managers():
         url = f"http://{HOST}:{manager.health_port}/{'healthz' if manager is MPI_OPERATOR else 'readyz'}"
         processes.wait_until(lambda url=url: processes.http_ok(url), f"{manager.name} to be ready", 180,
                              state, manager.name)

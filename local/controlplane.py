@@ -2,12 +2,16 @@
 
 One state folder holds everything: pki/, etcd/, logs/, the admin kubeconfig
 and the process registry. Ports are fixed (Ports) so a second `up` finds
-the first; nothing listens beyond the loopback address.
+the first; nothing listens beyond the loopback address. A fleet runs
+several clusters side by side (local/fleet.py): each process of one is
+given its own state folder and $GPUCLUSTER_LOCAL_PORT_OFFSET, added to every port.
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,9 +38,21 @@ class Ports:
     trainer_health: int = 16513
     goodput: int = 16520  # the goodput controller's /metrics and /healthz (local/goodput)
 
+    def shifted(self, offset: int) -> Ports:
+        return dataclasses.replace(self, **{name: port + offset for name, port in vars(self).items()})
 
-PORTS = Ports()
+
+PORT_OFFSET_ENV = "GPUCLUSTER_LOCAL_PORT_OFFSET"
+# Managers a cluster runs without (local/controllers.py): a fleet's clusters share the machine, and the MPI
+# Operator's fixed :8080 allows one of it (local/fleet.py leaves it out of every fleet cluster).
+WITHOUT_ENV = "GPUCLUSTER_LOCAL_WITHOUT"
+PORTS = Ports().shifted(int(os.environ.get(PORT_OFFSET_ENV) or 0))
 HOST = "127.0.0.1"
+
+
+def without() -> set[str]:
+    """The managers named in $GPUCLUSTER_LOCAL_WITHOUT (comma-separated)."""
+    return {n.strip() for n in (os.environ.get(WITHOUT_ENV) or "").split(",") if n.strip()}
 
 
 def server_url() -> str:
@@ -120,7 +136,8 @@ def check_ports_free() -> None:
     """Every port must be free: a second local cluster (`make local` beside `make e2e`) would clash."""
     import socket
 
-    for name, port in [*vars(PORTS).items(), ("mpi_operator_fixed_health", 8080)]:
+    fixed = [] if "mpi-operator" in without() else [("mpi_operator_fixed_health", 8080)]
+    for name, port in [*vars(PORTS).items(), *fixed]:
         with socket.socket() as probe:
             # A port a stopped cluster left in TIME_WAIT is free; only a listener makes the bind fail.
             probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -19,7 +19,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 # The end-to-end tier needs the local control plane (`make e2e`); `make test` stays offline and quick.
-collect_ignore = [] if os.environ.get("GPUCLUSTER_E2E") == "1" else ["e2e"]
+collect_ignore = [] if os.environ.get("GPUCLUSTER_E2E") == "1" else ["e2e", "e2e_fleet"]
 
 from bootstrap import stackfile  # noqa: E402
 from bootstrap.offline import mocks  # noqa: E402
