@@ -201,5 +201,7 @@ if monitoring is not None:
                                  "dashboards": list(dashboards.dashboard_keys(cfg))})
 if fleet is not None and fleet.access is not None:
     pulumi.export(fleet_names.ACCESS_OUTPUT, fleet.access)
+if fleet_members:  # Kueue and the rotator reach each worker's API endpoint from these: its publicAccessCidrs
+    pulumi.export("natPublicIps", network.nat_public_ips)
 pulumi.export("estimatedCostPerHourUsd", {**estimate.to_dict(),
                                           "paused": cost.paused_per_hour(cfg, reserved, len(zones.zones))})

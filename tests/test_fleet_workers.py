@@ -56,3 +56,17 @@ def test_every_wrong_worker_is_reported_at_once_with_its_key():
 def test_cluster_names_are_dns_labels_of_the_stack_name():
     assert [cluster_name(s) for s in ("fleet-east", "Prod_US.2", "---")] == ["fleet-east", "prod-us-2", "worker"]
     assert stack_name("org/gpucluster/prod") == "prod" and stack_name("prod") == "prod"
+
+
+def test_a_private_only_worker_is_refused_the_manager_could_not_reach_it():
+    private = {"gpucluster:deployerInVpc": "true", "gpucluster:publicAccessCidrs": "[]"}
+
+    def load(name):
+        return stack_config(name, private if name == "fleet-east" else None)
+
+    with pytest.raises(ConfigError) as err:
+        load_workers(stack_config("fleet"), load)
+    assert [str(p) for p in err.value.problems] == [
+        "gpucluster:fleet.workers[0].stack: got 'fleet-east'; its API endpoint is private (deployerInVpc, no "
+        "publicAccessCidrs), and the manager reaches a worker from its NAT gateways' addresses: add this manager's "
+        "`natPublicIps` output (each as /32) to gpucluster:publicAccessCidrs in Pulumi.fleet-east.yaml"]

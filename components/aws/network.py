@@ -88,10 +88,12 @@ class Network(pulumi.ComponentResource):
         # perAz gives each zone its own for availability.
         nat_zones = zones if args.config.nat_gateways == "perAz" else zones[:1]
         nats = {}
+        eips = []
         for zone, public in zip(zones, public_subnets):
             if zone not in nat_zones:
                 continue
             eip = aws.ec2.Eip(f"{name}-nat-{zone}-eip", domain="vpc", tags=tags(f"nat-{zone}"), opts=child)
+            eips.append(eip)
             nats[zone] = aws.ec2.NatGateway(f"{name}-nat-{zone}", allocation_id=eip.id, subnet_id=public.id,
                                             tags=tags(f"nat-{zone}"),
                                             opts=pulumi.ResourceOptions(parent=self, depends_on=[igw]))
@@ -125,6 +127,8 @@ class Network(pulumi.ComponentResource):
         self.public_subnet_ids = [s.id for s in public_subnets]
         self.gpu_subnet_id = private_subnets[0].id
         self.gpu_zone = args.zones.gpu_zone
+        # Where the cluster's pods reach the internet from: a fleet's workers let its manager's in.
+        self.nat_public_ips = [eip.public_ip for eip in eips]
         self.register_outputs({
             "vpcId": self.vpc_id,
             "privateSubnetIds": self.private_subnet_ids,

@@ -134,7 +134,8 @@ DATA_MODES = ("shared-bucket", "replicated")
 # Pulumi stack references: `stack`, `org/stack` or `org/project/stack` (Pulumi docs, "Stack references");
 # each part a Pulumi name: letters, digits, `-`, `_`, `.`.
 STACK_REF = r"([A-Za-z0-9_.-]+/){0,2}[A-Za-z0-9_.-]+"
-WORKERS_MAX = 32
+# Kueue v0.19.2 MultiKueueConfigSpec.Clusters: +kubebuilder:validation:MaxItems=20 (apis/kueue/v1beta2/multikueue_types.go).
+WORKERS_MAX = 20
 WORKER_LOST_MINUTES_DEFAULT = 15  # Kueue's default multiKueue.workerLostTimeout (apis/config/v1beta2 defaults.go)
 # TokenRequest refuses expirationSeconds under 600 (k8s.io/api authentication/v1 TokenRequestSpec); the token
 # lives two rotation periods, so a missed rotation leaves a whole period to notice.
@@ -161,11 +162,13 @@ class FleetData(Model):
     """Where jobs' data and checkpoints live so that a job can run, and resume, in any worker's region."""
 
     mode: Choice(*DATA_MODES) = Field(
-        "shared-bucket", description="`shared-bucket`: one bucket all workers read and write (jobs in other regions "
-                                     "pay inter-region transfer on every read and checkpoint); `replicated`: S3 "
-                                     "Replication copies `fleet.data.bucketRegion`'s bucket to each worker region "
-                                     "(each GiB written crosses once per other region); the manager's plan shows "
-                                     "the transfer cost of either (manager only)")
+        "shared-bucket", description="the plan's data layout (the program creates neither the shared bucket nor "
+                                     "the replication; README, A fleet of clusters): `shared-bucket`: one bucket "
+                                     "all workers read and write (jobs in other regions pay inter-region transfer "
+                                     "on every read and checkpoint); `replicated`: S3 Replication copies "
+                                     "`fleet.data.bucketRegion`'s bucket to each worker region (each GiB written "
+                                     "crosses once per other region); the manager's plan shows the transfer cost "
+                                     "of either (manager only)")
     bucket_region: Annotated[Text(r"[a-z]{2}(-gov)?-[a-z]+-\d", "an AWS region such as us-east-1", short="region")
                              | None, DefaultText("the manager's `aws:region`")] = Field(
         None, description="the region of the bucket jobs read their data from and write checkpoints to (manager "
@@ -194,9 +197,10 @@ class FleetConfig(Model):
     worker_lost_minutes: Int(ge=1, le=1440) = Field(
         WORKER_LOST_MINUTES_DEFAULT, description="how long the manager waits for a worker it lost before it "
                                                  "requeues the jobs admitted there (manager only)")
-    token_rotation_hours: Int(ge=1, le=168) = Field(
+    token_rotation_hours: Int(ge=1, le=24) = Field(
         ROTATION_HOURS_DEFAULT, description="the manager's token for each worker is renewed this often and lives "
-                                            "twice as long (manager only)")
+                                            "twice as long, at most 48 h (an API server may cap a token's life; "
+                                            "the rotator fails loudly when it does) (manager only)")
     data: FleetData = Field(default_factory=FleetData, description="where jobs' data and checkpoints live (manager "
                                                                    "only)")
 

@@ -35,6 +35,9 @@ _SCALE = {"m": Fraction(1, 1000), "": Fraction(1), "k": Fraction(10**3), "M": Fr
           "G": Fraction(10**9), "T": Fraction(10**12), "Ki": Fraction(2**10), "Mi": Fraction(2**20),
           "Gi": Fraction(2**30), "Ti": Fraction(2**40)}
 LIMITS = ("nominalQuota", "borrowingLimit", "lendingLimit")
+# Kueue v0.19.2 ClusterQueuePreemption (apis/kueue/v1beta2/clusterqueue_types.go): Never for each kind.
+MANAGER_PREEMPTION = {"reclaimWithinCohort": "Never", "borrowWithinCohort": {"policy": "Never"},
+                      "withinClusterQueue": "Never"}
 
 
 def add_quantities(quantities: Sequence[str]) -> str:
@@ -92,6 +95,9 @@ def _merge(queues: Sequence[dict[str, Any]], stop_policy: str) -> dict[str, Any]
         {"name": f, "resources": [resource(f, r) for r in resources]} for f in flavors]}]
     spec["admissionChecksStrategy"] = manager.check_strategy()
     spec["stopPolicy"] = stop_policy
+    # No preemption on the manager: its quota is the workers' summed, so a job it preempted on one worker
+    # might make room for one that then lands on another; each worker preempts for itself, on what it has.
+    spec["preemption"] = MANAGER_PREEMPTION
     return merged
 
 

@@ -68,6 +68,13 @@ def load_workers(cfg: StackConfig, load: Callable[[str], StackConfig]) -> tuple[
                                            f"{show(theirs.manager)}, not this stack ({cfg.stack}): set "
                                            f"{KEY}.manager: {cfg.stack} in Pulumi.{name}.yaml"))
             continue
+        if not config.public_access_cidrs:
+            problems.append(Problem(where, f"got {show(worker.stack)}; its API endpoint is private "
+                                           "(deployerInVpc, no publicAccessCidrs), and the manager reaches a worker "
+                                           "from its NAT gateways' addresses: add this manager's `natPublicIps` "
+                                           f"output (each as /32) to gpucluster:publicAccessCidrs in "
+                                           f"Pulumi.{name}.yaml"))
+            continue
         cluster = cluster_name(name)
         if cluster in clusters:
             problems.append(Problem(where, f"got {show(worker.stack)}; its cluster name {cluster!r} is that of "
@@ -75,5 +82,26 @@ def load_workers(cfg: StackConfig, load: Callable[[str], StackConfig]) -> tuple[
             continue
         clusters[cluster] = worker.stack
         members.append(FleetMember(worker.stack, name, cluster, config))
+    problems += _same_queues(members, fleet.workers)
     raise_problems(problems)
     return tuple(members)
+
+
+def queue_names(config: StackConfig) -> tuple[str, tuple[str, ...]]:
+    """(training namespace, team names) of a worker: where its jobs queue."""
+    return config.training_namespace, tuple(sorted(t.name for t in config.teams))
+
+
+def _same_queues(members: list[FleetMember], listed: tuple) -> list[Problem]:
+    """Every worker queues jobs in the same namespaces: the manager mirrors them with one MultiKueueConfig for
+    every queue, so a queue some worker lacks would be offered to a worker that can never admit it."""
+    if not members:
+        return []
+    first = members[0]
+    want = queue_names(first.config)
+    index = {stack_name(w.stack): i for i, w in enumerate(listed)}
+    return [Problem(f"{KEY}.workers[{index[m.name]}].stack",
+                    f"got {show(m.reference)}; its training namespace and teams {queue_names(m.config)} are not "
+                    f"those of {first.name} {want}: a fleet's workers queue jobs in the same namespaces and teams "
+                    "(gpucluster:trainingNamespace, gpucluster:teams[].name)")
+            for m in members[1:] if queue_names(m.config) != want]

@@ -122,7 +122,10 @@ def manager_config(namespace: str, team_namespaces: Sequence[str] = (),
             "Job.batch": 5, "Pod": 5, "Workload.kueue.x-k8s.io": 10, "LocalQueue.kueue.x-k8s.io": 5,
             "ClusterQueue.kueue.x-k8s.io": 5, "ResourceFlavor.kueue.x-k8s.io": 1}},
         "clientConnection": {"qps": 300, "burst": 500},
-        "waitForPodsReady": {
+        # Not on a fleet's manager: every admitted workload there waits for its pods on some worker, so the
+        # block would hold the whole fleet to one job at a time, and the timeout would evict a job slow on one
+        # worker; each worker enforces its own (its copy of the job is an ordinary workload there).
+        **({} if multi_kueue is not None else {"waitForPodsReady": {
             "timeout": PODS_READY_TIMEOUT,
             "recoveryTimeout": PODS_READY_RECOVERY_TIMEOUT,
             # One job at a time between admission and all pods ready: when GPU
@@ -140,7 +143,7 @@ def manager_config(namespace: str, team_namespaces: Sequence[str] = (),
             "blockAdmission": fair_sharing is None and not admission_checks,
             "requeuingStrategy": {"timestamp": "Eviction", "backoffLimitCount": REQUEUE_LIMIT,
                                   "backoffBaseSeconds": 60, "backoffMaxSeconds": 3600},
-        },
+        }}),
         "integrations": {"frameworks": list(INTEGRATIONS)},
         # Sorted: reordering gpucluster:teams changes nothing (a new configuration restarts Kueue).
         "managedJobsNamespaceSelector": managed_namespaces([namespace, *sorted(team_namespaces)]),
