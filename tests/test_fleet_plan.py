@@ -171,3 +171,23 @@ def test_a_manager_listing_a_stack_that_is_not_its_worker_is_refused_naming_the_
             "{role: worker, manager: fleet} in Pulumi.dev.yaml") in result.stderr
     assert "gpucluster:fleet.workers[2].stack: got 'nowhere'; " in result.stderr
     assert "Pulumi.nowhere.yaml" in result.stderr
+
+
+def test_the_readme_shows_the_manager_s_plan_and_the_example_stacks_as_they_are():
+    from tests import readme_blocks as rb
+
+    section = "A fleet of clusters: one queue, many clusters"
+    body = rb.section(section)
+    (block,) = [b for b in rb.blocks() if b.text in body and b.text.startswith("Fleet: manager of 2 workers")]
+    shown = block.text.splitlines()
+    text = plan("--stack", "fleet").stdout.splitlines()
+    start = text.index(shown[0])
+    assert text[start:start + len(shown)] == shown
+    files = {name: (ROOT / f"Pulumi.{name}.yaml").read_text().splitlines() for name in ("fleet", "fleet-east")}
+    yaml_block = rb.block_in(section, "yaml").text.splitlines()
+    current = None
+    for line in yaml_block:
+        if line.startswith("# Pulumi."):
+            current = "fleet" if line.startswith("# Pulumi.fleet.yaml") else "fleet-east"
+            continue
+        assert line in files[current], f"{line!r} is not in Pulumi.{current}.yaml"

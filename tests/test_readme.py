@@ -293,6 +293,10 @@ OTHER_BLOCKS = {  # the first line of each block that is not bash -> what checks
     "$ venv/bin/python -m bootstrap report --stack prod straggle": "printed by tests/e2e/test_n_goodput.py in "
                                                                    "`make e2e` (a real run: node names and times vary)",
     'print(f"gpucluster-step ': "test_the_two_step_lines_are_what_the_accounting_reads",
+    "# Pulumi.fleet.yaml: the manager lists": "tests/test_fleet_plan.py: each line is in the example stack files",
+    "$ venv/bin/python -m bootstrap status --stack fleet": "printed by tests/e2e_fleet/test_fleet.py in `make "
+                                                           "e2e-fleet` (a real run: times vary)",
+    "Fleet: manager of 2 workers": "tests/test_fleet_plan.py: the fleet plan's own lines",
 }
 
 
