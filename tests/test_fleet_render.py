@@ -13,23 +13,34 @@ from components.core.fleet.workers import FleetMember
 from components.core.kube import queueing, trainer
 from tests.conftest import recording, stack_config
 
-V = ["create", "delete", "get", "list", "watch"]
+R = ["get", "list", "watch"]
 # Transcribed from Kueue v0.19.2 site/static/examples/multikueue/create-multikueue-kubeconfig.sh (ClusterRole
-# multikueue-sa-role), the rules of the kinds we run, in the script's order; then TrainJob, which it lacks.
-EXPECTED_RULES = [
-    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": V},
+# multikueue-sa-role), the rules of the kinds we run, in the script's order, without its pods rule (no pod
+# integration here); then TrainJob, which it lacks. Split: reads cluster-wide, writes per job namespace.
+EXPECTED_READ_RULES = [
+    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": R},
     {"apiGroups": ["batch"], "resources": ["jobs/status"], "verbs": ["get"]},
-    {"apiGroups": [""], "resources": ["pods"], "verbs": V},
-    {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": V},
+    {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": R},
     {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets/status"], "verbs": ["get"]},
-    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": [*V, "update", "patch"]},
-    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues", "localqueues"], "verbs": ["get", "list", "watch"]},
-    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads/status"], "verbs": ["get", "patch", "update"]},
-    {"apiGroups": ["kubeflow.org"], "resources": ["mpijobs"], "verbs": V},
+    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": R},
+    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues", "localqueues"], "verbs": R},
+    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads/status"], "verbs": ["get"]},
+    {"apiGroups": ["kubeflow.org"], "resources": ["mpijobs"], "verbs": R},
     {"apiGroups": ["kubeflow.org"], "resources": ["mpijobs/status"], "verbs": ["get"]},
-    {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs"], "verbs": V},
+    {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs"], "verbs": R},
     {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs/status"], "verbs": ["get"]},
 ]
+EXPECTED_WRITE_RULES = [
+    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "delete"]},
+    {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["create", "delete"]},
+    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["create", "delete", "update", "patch"]},
+    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads/status"], "verbs": ["patch", "update"]},
+    {"apiGroups": ["kubeflow.org"], "resources": ["mpijobs"], "verbs": ["create", "delete"]},
+    {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs"], "verbs": ["create", "delete"]},
+]
+SUBJECTS = [{"kind": "ServiceAccount", "name": "gpucluster-multikueue", "namespace": "gpucluster-fleet"}]
+TEAM = {"gpucluster:teams": json.dumps([{"name": "vision", "pools": {"h100": {"guaranteedGpus": 8}}},
+                                        {"name": "audio", "pools": {"h100": {"guaranteedGpus": 8}}}])}
 
 
 @pytest.fixture(scope="module")
@@ -53,27 +64,46 @@ def test_a_worker_renders_the_manager_s_account_rights_and_bootstrap_token():
     assert by_kind(objs) == [
         ("Namespace", "gpucluster-fleet", None),
         ("ServiceAccount", "gpucluster-multikueue", "gpucluster-fleet"),
-        ("ClusterRole", "gpucluster-multikueue", None),
-        ("ClusterRoleBinding", "gpucluster-multikueue", None),
+        ("ClusterRole", "gpucluster-multikueue-read", None),
+        ("ClusterRoleBinding", "gpucluster-multikueue-read", None),
+        ("ClusterRole", "gpucluster-multikueue-write", None),
+        ("RoleBinding", "gpucluster-multikueue-write", "training"),
         ("Role", "gpucluster-multikueue-token", "gpucluster-fleet"),
         ("RoleBinding", "gpucluster-multikueue-token", "gpucluster-fleet"),
         ("Secret", "gpucluster-multikueue-bootstrap", "gpucluster-fleet")]
-    role, binding, token_role, token_binding, secret = objs[2], objs[3], objs[4], objs[5], objs[6]
-    assert role["rules"] == EXPECTED_RULES
-    assert not any("events" in r["resources"] for r in role["rules"])
-    subject = [{"kind": "ServiceAccount", "name": "gpucluster-multikueue", "namespace": "gpucluster-fleet"}]
-    assert binding["subjects"] == subject == token_binding["subjects"]
-    assert binding["roleRef"]["name"] == "gpucluster-multikueue" and token_binding["roleRef"] == {
-        "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "gpucluster-multikueue-token"}
+    read, read_binding, write, write_binding, token_role, token_binding, secret = objs[2:]
+    assert read["rules"] == EXPECTED_READ_RULES and write["rules"] == EXPECTED_WRITE_RULES
+    resources = {r for rule in read["rules"] + write["rules"] for r in rule["resources"]}
+    assert not resources & {"pods", "events", "secrets"}  # no pod integration, no events
+    assert not {v for rule in write["rules"] for v in rule["verbs"]} & set(R)  # reads are the cluster-wide role's
+    assert read_binding["subjects"] == write_binding["subjects"] == token_binding["subjects"] == SUBJECTS
+    assert read_binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                       "name": "gpucluster-multikueue-read"}
+    assert write_binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                        "name": "gpucluster-multikueue-write"}
+    assert token_binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                       "name": "gpucluster-multikueue-token"}
+    # Its own tokens, and anchors it creates and deletes; never a read of the Secrets there (the bootstrap one).
     assert token_role["rules"] == [
         {"apiGroups": [""], "resources": ["serviceaccounts/token"], "verbs": ["create"],
          "resourceNames": ["gpucluster-multikueue"]},
-        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "create", "delete"]}]
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create", "delete"]}]
     assert secret["type"] == "kubernetes.io/service-account-token"
     assert secret["metadata"]["annotations"] == {"kubernetes.io/service-account.name": "gpucluster-multikueue",
                                                  "pulumi.com/waitFor": "jsonpath={.data.token}"}
     assert worker.access("https://x", "Q0E=", "t") == {"server": "https://x", "certificateAuthorityData": "Q0E=",
                                                       "token": "t"}
+
+
+def test_the_write_rights_are_bound_in_every_namespace_the_worker_queues_jobs_in():
+    cfg = stack_config("fleet-east", {**TEAM, "gpucluster:trainingNamespace": "jobs"})
+    bindings = [o for o in worker.objects(cfg) if o["metadata"]["name"] == "gpucluster-multikueue-write"]
+    assert by_kind(bindings) == [("ClusterRole", "gpucluster-multikueue-write", None),
+                                 ("RoleBinding", "gpucluster-multikueue-write", "jobs"),
+                                 ("RoleBinding", "gpucluster-multikueue-write", "vision"),
+                                 ("RoleBinding", "gpucluster-multikueue-write", "audio")]
+    assert worker.job_namespaces(cfg) == ["jobs", "vision", "audio"]
+    assert all(b["subjects"] == SUBJECTS and b["roleRef"]["kind"] == "ClusterRole" for b in bindings[1:])
 
 
 def test_an_island_and_a_manager_render_no_worker_objects(fleet_cfg):
@@ -123,6 +153,10 @@ def test_the_kubeconfig_kueue_accepts(members):
     assert (secret["metadata"]["name"], secret["metadata"]["namespace"]) == ("gpucluster-fleet-fleet-east",
                                                                              "kueue-system")
     assert base64.b64decode(secret["data"]["kubeconfig"]).decode() == text
+    seed = manager.seed_secret("fleet-east", text)
+    assert (seed["metadata"]["name"], seed["metadata"]["namespace"]) == ("gpucluster-fleet-fleet-east-seed",
+                                                                         "kueue-system")
+    assert seed["data"] == secret["data"] and seed["type"] == "Opaque"
 
 
 def test_the_multikueue_objects(members):
@@ -208,7 +242,10 @@ def test_the_rotator_runs_every_period_with_tokens_living_two(fleet_cfg, members
     code, _, role, _, cron = objs
     assert set(code["data"]) >= {"__init__.py", "__main__.py", "rotate.py", "client.py", "names.py", "kubeapi.py"}
     assert role["rules"] == [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "update"],
-                              "resourceNames": ["gpucluster-fleet-fleet-east", "gpucluster-fleet-fleet-west"]}]
+                              "resourceNames": ["gpucluster-fleet-fleet-east", "gpucluster-fleet-fleet-west"]},
+                             {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"],
+                              "resourceNames": ["gpucluster-fleet-fleet-east-seed",
+                                                "gpucluster-fleet-fleet-west-seed"]}]
     spec = cron["spec"]
     assert spec["schedule"] == "17 */6 * * *" and spec["concurrencyPolicy"] == "Forbid"
     pod = spec["jobTemplate"]["spec"]["template"]["spec"]
@@ -253,10 +290,36 @@ def test_a_worker_stack_registers_its_side_and_exports_its_access_as_a_secret():
     assert kinds == sorted(["kubernetes:core/v1:Namespace", "kubernetes:core/v1:ServiceAccount",
                             "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole",
                             "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding",
+                            "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole",
+                            "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding",
                             "kubernetes:rbac.authorization.k8s.io/v1:Role",
                             "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding",
                             "kubernetes:core/v1:Secret"])  # the live read of the Secret is not a registration
+    # The write RoleBinding waits for the training namespace the Cluster creates.
+    [binding] = [r for r in children if r.type.endswith(":RoleBinding") and r.inputs["metadata"]["namespace"] == "training"]
+    [training] = [r for r in rec.resources if r.type == "kubernetes:core/v1:Namespace"
+                  and r.inputs.get("metadata", {}).get("name") == "training"]
+    assert training.urn in binding.dependencies
     assert names.ACCESS_OUTPUT in rec.stack_outputs and names.ACCESS_OUTPUT in rec.secret_outputs
     access = rec.stack_outputs[names.ACCESS_OUTPUT]
     assert set(access) == {"server", "certificateAuthorityData", "token"}
     assert access["server"].startswith("https://") and access["server"].endswith(".eks.amazonaws.com")
+
+
+def test_a_manager_stack_writes_each_worker_s_kubeconfig_and_its_seed():
+    rec = recording("fleet")
+    secrets = {r.inputs["metadata"]["name"]: r for r in rec.of_type("kubernetes:core/v1:Secret")
+               if r.inputs["metadata"]["name"].startswith("gpucluster-fleet-")}
+    assert sorted(secrets) == ["gpucluster-fleet-fleet-east", "gpucluster-fleet-fleet-east-seed",
+                               "gpucluster-fleet-fleet-west", "gpucluster-fleet-fleet-west-seed"]
+    for cluster in ("fleet-east", "fleet-west"):
+        kueue_s, seed = secrets[f"gpucluster-fleet-{cluster}"], secrets[f"gpucluster-fleet-{cluster}-seed"]
+        assert kueue_s.inputs["metadata"]["namespace"] == seed.inputs["metadata"]["namespace"] == "kueue-system"
+        # Kueue's is the rotator's after creation; the seed is the program's, rewritten at every `up`.
+        assert kueue_s.ignore_changes == ["data", "stringData"] and not seed.ignore_changes
+        assert seed.inputs["data"] == kueue_s.inputs["data"] and "data" in seed.secret_inputs
+        config = json.loads(base64.b64decode(seed.inputs["data"]["kubeconfig"]))
+        assert config["users"] == [{"name": cluster, "user": {"token": "offline-plan-stand-in"}}]
+    [mkc] = [r for r in rec.resources if r.type.endswith("MultiKueueCluster") and r.inputs["metadata"]["name"]
+             == "fleet-east"]
+    assert mkc.inputs["spec"]["clusterSource"]["kubeConfig"]["location"] == "gpucluster-fleet-fleet-east"

@@ -1,9 +1,11 @@
 """Fleet: this stack's side of a fleet of clusters behind one queue (Kueue MultiKueue; components.core.fleet).
 
-A worker: the manager's ServiceAccount, its rights (Kueue's script's ClusterRole plus TrainJobs), its token
-Role, and the bootstrap token, read back from the live Secret into `access` (the `fleetAccess` output).
-A manager: per worker a kubeconfig Secret from the worker's `fleetAccess` (a StackReference) and a
-MultiKueueCluster; the MultiKueueConfig and AdmissionCheck; the workers' namespaces, flavors, ClusterQueues,
+A worker: the manager's ServiceAccount, its rights (Kueue's script's, plus TrainJobs: reads cluster-wide, writes
+bound in each job namespace), its token Role, and the bootstrap token, read back from the live Secret into
+`access` (the `fleetAccess` output).
+A manager: per worker a kubeconfig Secret from the worker's `fleetAccess` (a StackReference; its data the
+rotator's after creation), the seed Secret of the same kubeconfig (the program's: rewritten at every `up`, the
+rotator reseeds from it) and a MultiKueueCluster; the MultiKueueConfig and AdmissionCheck; the workers' namespaces, flavors, ClusterQueues,
 LocalQueues and torchrun runtimes, mirrored; the token rotator's CronJob. Kueue objects after Kueue (`kueue`:
 its webhooks refuse them before), and before it on destroy (its finalizers).
 """
@@ -87,7 +89,8 @@ class Fleet(pulumi.ComponentResource):
         *objs, secret = worker.objects(args.config)
         made: list[pulumi.Resource] = []
         for obj in objs:  # the namespace first, then its account and the rights that name it
-            made.append(self._object(name, obj, [*args.depends_on, *made[:1]]))
+            job_ns = args.namespaces.get(obj["metadata"].get("namespace", ""))  # a write RoleBinding's namespace
+            made.append(self._object(name, obj, [*args.depends_on, *made[:1], *([job_ns] if job_ns else [])]))
         bootstrap = k8s.core.v1.Secret(_res_name(name, secret), metadata=secret["metadata"], type=secret["type"],
                                        opts=pulumi.ResourceOptions(**self._opts, depends_on=made))
         # The token is the token controller's, not an input: read from the live Secret once it is there (its id is
@@ -107,13 +110,18 @@ class Fleet(pulumi.ComponentResource):
             ref = pulumi.StackReference(f"{name}-{member.cluster}-stack", stack_name=member.reference,
                                         opts=pulumi.ResourceOptions(parent=self))
             text = ref.require_output(names.ACCESS_OUTPUT).apply(lambda a, c=member.cluster: manager.kubeconfig(c, a))
+            data = {names.KUBECONFIG_KEY: pulumi.Output.secret(
+                text.apply(lambda t: base64.b64encode(t.encode()).decode()))}
             obj = manager.kubeconfig_secret(member.cluster, "")
-            secret = k8s.core.v1.Secret(_res_name(name, obj), metadata=obj["metadata"], type=obj["type"], data={
-                names.KUBECONFIG_KEY: pulumi.Output.secret(text.apply(lambda t: base64.b64encode(t.encode()).decode()))
-            }, opts=pulumi.ResourceOptions(
+            secret = k8s.core.v1.Secret(_res_name(name, obj), metadata=obj["metadata"], type=obj["type"], data=data,
+                                        opts=pulumi.ResourceOptions(
                 # The rotator owns the token after creation: a later `up` must not put the bootstrap token back
                 # (it would still work: the bootstrap token is never revoked) nor show a diff at every rotation.
+                # A re-created worker reaches it through the seed below, which the rotator reseeds from.
                 **self._opts, depends_on=kueue, ignore_changes=["data", "stringData"]))
+            seed = manager.seed_secret(member.cluster, "")
+            k8s.core.v1.Secret(_res_name(name, seed), metadata=seed["metadata"], type=seed["type"], data=data,
+                               opts=pulumi.ResourceOptions(**self._opts, depends_on=kueue))
             clusters.append(self._object(name, manager.multikueue_cluster(member.cluster), [*kueue, secret]))
         config = self._object(name, manager.multikueue_config(members), [*kueue, *clusters])
         check = self._object(name, manager.admission_check(), [*kueue, config])

@@ -112,10 +112,12 @@ def grant(root: Path, manager: str, worker: str) -> None:
 
     name = cluster_name(worker)
     config = worker_kubeconfig(root, worker, bootstrap_token(root, worker))
-    secret = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-              "metadata": {"name": f"gpucluster-fleet-{name}", "namespace": KUEUE_NAMESPACE},
-              "stringData": {"kubeconfig": yaml.safe_dump(config, sort_keys=False)}}
-    kubectl.apply(root / manager, [secret], f"the kubeconfig Secret for {worker}")
+    # Kueue's Secret and the seed Pulumi keeps beside it (the rotator reseeds from it), both as `pulumi up` writes
+    # them from the worker's fleetAccess in place of the offline plan's stand-ins.
+    secrets = [{"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                "metadata": {"name": f"gpucluster-fleet-{name}{suffix}", "namespace": KUEUE_NAMESPACE},
+                "stringData": {"kubeconfig": yaml.safe_dump(config, sort_keys=False)}} for suffix in ("", "-seed")]
+    kubectl.apply(root / manager, secrets, f"the kubeconfig Secrets for {worker}")
 
 
 def write_kubeconfig(root: Path, stacks: list[str]) -> Path:

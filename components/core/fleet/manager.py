@@ -1,5 +1,6 @@
-"""A fleet manager's MultiKueue objects (pure): per worker a kubeconfig Secret and a MultiKueueCluster, one
-MultiKueueConfig of them all and the AdmissionCheck its queues run, and Kueue's `multiKueue` configuration.
+"""A fleet manager's MultiKueue objects (pure): per worker a kubeconfig Secret (Kueue's, the rotator's after its
+creation), its seed Secret (the program's) and a MultiKueueCluster, one MultiKueueConfig of them all and the
+AdmissionCheck its queues run, and Kueue's `multiKueue` configuration.
 
 Field names are Kueue v0.19.2's v1beta2 API (apis/kueue/v1beta2/multikueue_types.go, admissioncheck_types.go;
 apis/config/v1beta2/configuration_types.go MultiKueue). A job queued on the manager gets spec.managedBy
@@ -71,13 +72,23 @@ def kubeconfig(cluster: str, access: Mapping[str, str]) -> str:
     }, indent=1)
 
 
+def _kubeconfig_secret(name: str, kubeconfig_text: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": name, "namespace": names.MANAGER_NAMESPACE, "labels": dict(LABELS)},
+            "data": {names.KUBECONFIG_KEY: base64.b64encode(kubeconfig_text.encode()).decode()}}
+
+
 def kubeconfig_secret(cluster: str, kubeconfig_text: str) -> dict[str, Any]:
     """The Secret Kueue reads the worker's kubeconfig from (key `kubeconfig`, in its namespace). After its
     creation the rotator (components.core.fleet_token) owns its data: the component ignores changes to it."""
-    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-            "metadata": {"name": names.secret_name(cluster), "namespace": names.MANAGER_NAMESPACE,
-                         "labels": dict(LABELS)},
-            "data": {names.KUBECONFIG_KEY: base64.b64encode(kubeconfig_text.encode()).decode()}}
+    return _kubeconfig_secret(names.secret_name(cluster), kubeconfig_text)
+
+
+def seed_secret(cluster: str, kubeconfig_text: str) -> dict[str, Any]:
+    """The same kubeconfig (the worker's `fleetAccess`: server, CA, bootstrap token) in the program's own Secret,
+    `gpucluster-fleet-<cluster>-seed`, rewritten at every `up` (no ignored changes): the rotator reseeds the
+    kubeconfig Secret from it when the worker was re-created or its token is refused. Kueue never reads it."""
+    return _kubeconfig_secret(names.seed_name(cluster), kubeconfig_text)
 
 
 def multikueue_cluster(cluster: str) -> dict[str, Any]:

@@ -18,17 +18,23 @@ from components.core.fleet_token.names import (  # noqa: F401 - re-exported: the
     MANAGER_NAMESPACE,
     MIN_LIFETIME_SECONDS,
     PACKAGE,
+    PREVIOUS_ANCHOR_ANNOTATION,
     ROTATED_AT_ANNOTATION,
     SECRET_PREFIX,
+    SEED_SUFFIX,
     SERVICE_ACCOUNT,
     USERNAME,
     anchor_name,
     cluster_of,
     secret_name,
+    seed_name,
 )
 
 # -- worker -----------------------------------------------------------------------------------------------
-CLUSTER_ROLE = SERVICE_ACCOUNT  # and its ClusterRoleBinding: what MultiKueue does on the worker
+# What MultiKueue does on the worker: reads everywhere (a ClusterRole and its ClusterRoleBinding), writes in the
+# namespaces the worker queues jobs in (a ClusterRole and a RoleBinding of that name in each).
+READ_ROLE = f"{SERVICE_ACCOUNT}-read"
+WRITE_ROLE = f"{SERVICE_ACCOUNT}-write"
 TOKEN_ROLE = f"{SERVICE_ACCOUNT}-token"  # Role + RoleBinding in FLEET_NAMESPACE: its own tokens and anchors
 ACCESS_OUTPUT = "fleetAccess"  # the worker's stack output: {server, certificateAuthorityData, token}, secret
 

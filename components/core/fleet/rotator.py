@@ -4,7 +4,8 @@
 It runs as goodput's controller does (components.core.observability.goodput_agent): a stock Python image, the
 package gpucluster_fleet_token from a ConfigMap (with goodput's kubeapi.py beside its modules), on the system
 nodes, as nobody, with a read-only root and a memory-backed /tmp for the tokens it writes while it works. Its
-ServiceAccount may get and update the workers' kubeconfig Secrets, by name, and nothing else on the manager.
+ServiceAccount may get and update the workers' kubeconfig Secrets and get their seed Secrets (to reseed a
+re-created worker, or a refused token), by name, and nothing else on the manager.
 """
 
 from __future__ import annotations
@@ -68,11 +69,13 @@ def code_config_map() -> dict[str, Any]:
 def rbac(members: Sequence[FleetMember]) -> list[dict[str, Any]]:
     rbac_api = "rbac.authorization.k8s.io/v1"
     secrets = [names.secret_name(m.cluster) for m in members]
+    seeds = [names.seed_name(m.cluster) for m in members]
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(names.ROTATOR)},
         {"apiVersion": rbac_api, "kind": "Role", "metadata": _meta(names.ROTATOR),
          "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "update"],
-                    "resourceNames": secrets}]},
+                    "resourceNames": secrets},
+                   {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"], "resourceNames": seeds}]},
         {"apiVersion": rbac_api, "kind": "RoleBinding", "metadata": _meta(names.ROTATOR),
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": names.ROTATOR},
          "subjects": [{"kind": "ServiceAccount", "name": names.ROTATOR, "namespace": names.MANAGER_NAMESPACE}]},
@@ -104,7 +107,7 @@ def cron_job(cfg: StackConfig, members: Sequence[FleetMember]) -> dict[str, Any]
                        dict(TMP_VOLUME)]}
     return {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": _meta(names.ROTATOR), "spec": {
         "schedule": schedule(cfg.fleet.token_rotation_hours), "timeZone": "Etc/UTC",
-        # Never two at once: each deletes the anchors older than its own.
+        # Never two at once: each deletes the anchor its Secret's annotations name as the previous one.
         "concurrencyPolicy": "Forbid", "startingDeadlineSeconds": 3600,
         "successfulJobsHistoryLimit": 1, "failedJobsHistoryLimit": 3,
         "jobTemplate": {"spec": {"backoffLimit": BACKOFF_LIMIT, "activeDeadlineSeconds": DEADLINE_SECONDS,

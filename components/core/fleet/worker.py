@@ -8,6 +8,10 @@ dedicated ServiceAccount, as Kueue's own setup script does
 (site/static/examples/multikueue/create-multikueue-kubeconfig.sh at v0.19.2), whose token the manager holds in a
 kubeconfig Secret. Not a 15-minute EKS token: a service-account token, rotated by the manager's CronJob
 (components.core.fleet_token) and bound to an anchor Secret here so the older one is revoked.
+
+Its rights are the script's, split: reads (get, list, watch) cluster-wide, writes (create, delete, update,
+patch) by a RoleBinding in each namespace the worker queues jobs in; and in `gpucluster-fleet` its own tokens
+and anchors (create and delete Secrets, never read them: the bootstrap Secret there never expires).
 """
 
 from __future__ import annotations
@@ -28,14 +32,14 @@ def _rule(groups: list[str], resources: list[str], verbs: list[str], resource_na
             **({"resourceNames": resource_names} if resource_names else {})}
 
 
-# The rules of Kueue v0.19.2's create-multikueue-kubeconfig.sh (ClusterRole multikueue-sa-role) for the kinds we
-# run, in its order: batch Jobs, Pods, JobSets, Kueue's Workloads and queues, MPIJobs. Left out: its StatefulSet,
-# LeaderWorkerSet, TFJob, PaddleJob, PyTorchJob, XGBoostJob, Ray and AppWrapper rules (kinds Kueue is not
-# configured for here: components.core.kube.queueing.INTEGRATIONS).
+# The rules of Kueue v0.19.2's create-multikueue-kubeconfig.sh (site/static/examples/multikueue/, ClusterRole
+# multikueue-sa-role) for the kinds we run, in its order: batch Jobs, JobSets, Kueue's Workloads and queues,
+# MPIJobs. Left out: its Pod rule (our Kueue enables no pod integration: components.core.kube.queueing
+# INTEGRATIONS has no "pod", so MultiKueue never creates Pods on a worker), and its StatefulSet, LeaderWorkerSet,
+# TFJob, PaddleJob, PyTorchJob, XGBoostJob, Ray and AppWrapper rules (kinds not in INTEGRATIONS either).
 SCRIPT_RULES = (
     _rule(["batch"], ["jobs"], JOB_VERBS),
     _rule(["batch"], ["jobs/status"], ["get"]),
-    _rule([""], ["pods"], JOB_VERBS),
     _rule(["jobset.x-k8s.io"], ["jobsets"], JOB_VERBS),
     _rule(["jobset.x-k8s.io"], ["jobsets/status"], ["get"]),
     _rule(["kueue.x-k8s.io"], ["workloads"], [*JOB_VERBS, "update", "patch"]),
@@ -54,6 +58,26 @@ TRAINJOB_RULES = (
     _rule(["trainer.kubeflow.org"], ["trainjobs/status"], ["get"]),
 )
 CLUSTER_RULES = (*SCRIPT_RULES, *TRAINJOB_RULES)
+# Split by verb. Reads cluster-wide: Kueue watches each kind on the worker in every namespace, by its origin label
+# only (pkg/controller/admissionchecks/multikueue/multikueuecluster.go: establishWatch, c.Watch with
+# MatchingLabels{MultiKueueOriginLabel} and no namespace; the ClusterQueue and LocalQueue cache handlers of
+# startQueueWatchers). Writes only where the worker queues jobs (a RoleBinding in each such namespace): the
+# manager's copies land in the namespace of the job it dispatches, which its mirrored LocalQueues confine to those.
+READ_VERBS = ("get", "list", "watch")
+
+
+def _split(rules: tuple[dict[str, Any], ...], read: bool) -> list[dict[str, Any]]:
+    """The rules' read verbs (read) or their other verbs, in the script's order; a rule left with none dropped."""
+    out = []
+    for rule in rules:
+        verbs = [v for v in rule["verbs"] if (v in READ_VERBS) == read]
+        if verbs:
+            out.append({**rule, "verbs": verbs})
+    return out
+
+
+READ_RULES = tuple(_split(CLUSTER_RULES, read=True))
+WRITE_RULES = tuple(_split(CLUSTER_RULES, read=False))
 
 
 def enabled(cfg: StackConfig) -> bool:
@@ -78,25 +102,45 @@ def service_account() -> dict[str, Any]:
             "automountServiceAccountToken": False}
 
 
-def cluster_role() -> dict[str, Any]:
-    return {"apiVersion": RBAC_API, "kind": "ClusterRole", "metadata": _meta(names.CLUSTER_ROLE, None),
-            "rules": [dict(r) for r in CLUSTER_RULES]}
+def job_namespaces(cfg: StackConfig) -> list[str]:
+    """Where the worker queues jobs: its training namespace, then each team's (gpucluster:teams order)."""
+    return [cfg.training_namespace, *(t.namespace for t in cfg.teams)]
 
 
-def cluster_role_binding() -> dict[str, Any]:
-    return {"apiVersion": RBAC_API, "kind": "ClusterRoleBinding", "metadata": _meta(names.CLUSTER_ROLE, None),
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": names.CLUSTER_ROLE},
-            "subjects": _subjects()}
+def _role_ref(kind: str, name: str) -> dict[str, str]:
+    return {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": name}
+
+
+def read_role() -> dict[str, Any]:
+    return {"apiVersion": RBAC_API, "kind": "ClusterRole", "metadata": _meta(names.READ_ROLE, None),
+            "rules": [dict(r) for r in READ_RULES]}
+
+
+def read_role_binding() -> dict[str, Any]:
+    return {"apiVersion": RBAC_API, "kind": "ClusterRoleBinding", "metadata": _meta(names.READ_ROLE, None),
+            "roleRef": _role_ref("ClusterRole", names.READ_ROLE), "subjects": _subjects()}
+
+
+def write_role() -> dict[str, Any]:
+    """A ClusterRole granting nothing by itself: only its RoleBindings, one per job namespace, give its rights."""
+    return {"apiVersion": RBAC_API, "kind": "ClusterRole", "metadata": _meta(names.WRITE_ROLE, None),
+            "rules": [dict(r) for r in WRITE_RULES]}
+
+
+def write_role_binding(namespace: str) -> dict[str, Any]:
+    return {"apiVersion": RBAC_API, "kind": "RoleBinding", "metadata": _meta(names.WRITE_ROLE, namespace),
+            "roleRef": _role_ref("ClusterRole", names.WRITE_ROLE), "subjects": _subjects()}
 
 
 def token_role() -> dict[str, Any]:
     """Its own tokens (TokenRequest is `create` on serviceaccounts/token, by the account's name) and the anchor
-    Secrets they are bound to, in this namespace only. `create` cannot be limited to names (RBAC docs: the name
-    is not known at authorization), nor can a rotation's new anchor name be known: Secrets by verb only; the
-    namespace holds nothing but the anchors and the bootstrap token (its own)."""
+    Secrets they are bound to, in this namespace only: `create` and `delete`, never `get`, `list` or `watch`
+    (the bootstrap Secret here never expires: a rotated token that could read it would outlive its revocation).
+    The rotator knows its anchors from the manager's Secret's annotations. `create` cannot be limited to names
+    (RBAC docs: the name is not known at authorization), nor are a rotation's anchor names known in advance."""
     return {"apiVersion": RBAC_API, "kind": "Role", "metadata": _meta(names.TOKEN_ROLE),
             "rules": [_rule([""], ["serviceaccounts/token"], ["create"], [names.SERVICE_ACCOUNT]),
-                      _rule([""], ["secrets"], ["get", "list", "create", "delete"])]}
+                      _rule([""], ["secrets"], ["create", "delete"])]}
 
 
 def token_role_binding() -> dict[str, Any]:
@@ -123,8 +167,9 @@ def objects(cfg: StackConfig) -> list[dict[str, Any]]:
     """Everything a worker renders, in apply order ([] for any other stack)."""
     if not enabled(cfg):
         return []
-    return [namespace(), service_account(), cluster_role(), cluster_role_binding(), token_role(),
-            token_role_binding(), bootstrap_secret()]
+    return [namespace(), service_account(), read_role(), read_role_binding(), write_role(),
+            *(write_role_binding(ns) for ns in job_namespaces(cfg)), token_role(), token_role_binding(),
+            bootstrap_secret()]
 
 
 def access(server: str, ca_data: str, token: str) -> dict[str, str]:

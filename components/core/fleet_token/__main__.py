@@ -1,6 +1,8 @@
 """`python -m gpucluster_fleet_token` (in the CronJob) or `python -m components.core.fleet_token` (here):
-rotate the manager's token for each worker. One JSON report per line on stdout; exit 0 when every rotation
-wrote its new token and revoked the older ones, 1 otherwise (each report's `error` says where it stopped)."""
+rotate the manager's token for each worker. One JSON report per line on stdout (rotate.rotate: `ok` the new
+token written, `reseeded` from the seed Secret, `anchor` and `previousAnchor` on the worker, `deletedAnchors`);
+exit 0 when every rotation wrote its new token, revoked the one two rotations old and got at least half the life
+it asked for, 1 otherwise (each report's `error` says where it stopped, or what is wrong with what it wrote)."""
 
 from __future__ import annotations
 
@@ -18,8 +20,8 @@ def parser() -> argparse.ArgumentParser:
                    help=f"the manager's kubeconfig file, or `{client.IN_CLUSTER}` (the pod's service account)")
     p.add_argument("--namespace", default=names.MANAGER_NAMESPACE, help="where the kubeconfig Secrets are")
     p.add_argument("--secret", action="append", default=[],
-                   help=f"a kubeconfig Secret ({names.SECRET_PREFIX}<cluster>), repeatable; "
-                        f"default: every {names.SECRET_PREFIX}* Secret (needs list on Secrets)")
+                   help=f"a kubeconfig Secret ({names.SECRET_PREFIX}<cluster>), repeatable; default: every "
+                        f"{names.SECRET_PREFIX}* Secret but the seeds (*{names.SEED_SUFFIX}; needs list on Secrets)")
     p.add_argument("--lifetime-seconds", type=int, required=True,
                    help=f"the new tokens' life, at least {names.MIN_LIFETIME_SECONDS}")
     return p

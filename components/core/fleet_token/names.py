@@ -10,8 +10,10 @@ USERNAME = f"system:serviceaccount:{FLEET_NAMESPACE}:{SERVICE_ACCOUNT}"
 # The one long-lived token (a kubernetes.io/service-account-token Secret): the worker's `fleetAccess` output,
 # the manager's first kubeconfig; only ever used to start the rotation, never deleted by it.
 BOOTSTRAP_SECRET = f"{SERVICE_ACCOUNT}-bootstrap"
-# A rotation's token is bound to an anchor Secret `<prefix><unix seconds>`, labelled so; deleting the anchor
-# revokes the token (Kubernetes docs, "Managing Service Accounts": bound service account tokens).
+# A rotation's token is bound to an anchor Secret `<prefix><unix seconds>-<random>`, labelled so; deleting the
+# anchor revokes the token (Kubernetes docs, "Managing Service Accounts": bound service account tokens). The
+# rotator never lists them (its tokens may not read Secrets here: the bootstrap one is among them): the manager's
+# Secret records the current and the previous anchor (the annotations below).
 ANCHOR_PREFIX = f"{SERVICE_ACCOUNT}-"
 ANCHOR_LABEL = "gpucluster.io/fleet-token-anchor"
 # authentication.k8s.io/v1 TokenRequestSpec.expirationSeconds: "The minimum valid value for expirationSeconds
@@ -23,8 +25,15 @@ MANAGER_NAMESPACE = "kueue-system"  # Kueue's config namespace: where it reads k
 SECRET_PREFIX = "gpucluster-fleet-"  # + the worker's MultiKueueCluster name
 # Kueue v0.19.2 apis/kueue/v1beta2/multikueue_types.go MultiKueueConfigSecretKey.
 KUBECONFIG_KEY = "kubeconfig"
+# The seed: the kubeconfig Secret the manager's Pulumi program owns (rewritten from the worker's `fleetAccess` at
+# every `up`: its server, CA and bootstrap token), which the rotator reseeds from when the worker was re-created
+# or the current token is refused. Kueue never reads it (its MultiKueueCluster names the Secret above).
+SEED_SUFFIX = "-seed"
 ROTATED_AT_ANNOTATION = "gpucluster.io/token-rotated-at"  # RFC 3339, UTC
 ANCHOR_ANNOTATION = "gpucluster.io/token-anchor"  # the anchor the current token is bound to
+# The anchor of the token before it, kept (not revoked) until the next rotation: Kueue reloads the Secret
+# asynchronously, and revoking the replaced token at once could make the worker look lost for a moment.
+PREVIOUS_ANCHOR_ANNOTATION = "gpucluster.io/token-previous-anchor"
 EXPIRES_AT_ANNOTATION = "gpucluster.io/token-expires-at"  # the TokenRequest's status.expirationTimestamp
 
 # -- shipping ---------------------------------------------------------------------------------------------
@@ -34,6 +43,11 @@ PACKAGE = "gpucluster_fleet_token"
 def secret_name(cluster: str) -> str:
     """The manager's kubeconfig Secret for a worker's MultiKueueCluster."""
     return f"{SECRET_PREFIX}{cluster}"
+
+
+def seed_name(cluster: str) -> str:
+    """The manager's seed Secret for a worker (`gpucluster-fleet-<cluster>-seed`)."""
+    return f"{secret_name(cluster)}{SEED_SUFFIX}"
 
 
 def cluster_of(secret: str) -> str:
@@ -50,7 +64,8 @@ def anchor_name(unix_seconds: int, unique: str = "") -> str:
 
 
 def anchor_time(name: str) -> int | None:
-    """The unix seconds of an anchor's name; None for any other Secret (the bootstrap one included)."""
+    """The unix seconds of an anchor's name; None for any other Secret (the bootstrap one included): the
+    rotator deletes only names this accepts."""
     suffix = name[len(ANCHOR_PREFIX):] if name.startswith(ANCHOR_PREFIX) else ""
     seconds = suffix.split("-", 1)[0]
     return int(seconds) if seconds.isdigit() else None
