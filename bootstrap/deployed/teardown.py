@@ -5,23 +5,24 @@ more: the repositories under its prefixes are deleted again. The rule's delete h
 Pulumi deletes the rule in parallel with the node groups (they do not depend on it, and `submit`ted jobs are
 not in the stack at all), and a pull before the rule was gone re-creates a repository, which would bill on.
 
-A fleet's worker is drained first, once the destroy is confirmed (drain_worker): every ClusterQueue on it gets
-stopPolicy HoldAndDrain through the API, and the destroy waits (--drain-timeout) until no Workload there is
-admitted; the manager then dispatches the evicted jobs to its other workers. An unreachable worker stops it
-(--skip-drain goes on without); at the end it says to remove the worker from the manager's fleet.workers.
+A fleet's worker is drained first, once the destroy is confirmed (bootstrap/deployed/draining.py, drain_worker):
+its ClusterQueues get stopPolicy HoldAndDrain and the destroy waits (--drain-timeout) until none of its jobs is
+admitted or has a pod left; a drain that does not end puts their stopPolicy back and stops it (--skip-drain goes
+on without); at the end it says to remove the worker from the manager's fleet.workers. A fleet's manager is
+refused, before the confirmation, while it has unfinished jobs (draining.manager_jobs; --abandon-fleet-jobs).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from bootstrap import stackfile
 from bootstrap.deployed import automation, destroy_report
+from bootstrap.deployed.draining import drain_worker, manager_jobs
 from components.aws.lookups import DESTROYING_ENV
 from components.core import config
 from components.core.config.cluster import stack_name
@@ -68,37 +69,6 @@ def sweep_image_cache(cfg: config.StackConfig, prefixes: list[str], ecr_of: Call
     return swept
 
 
-DRAIN_TIMEOUT_SECONDS = 1800
-
-
-def drain_worker(args: argparse.Namespace, cfg: config.StackConfig, out: Callable[[str], None],
-                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> int:
-    """Drain fleet worker `cfg` (the module's docstring): 0 drained, 1 still admitted at the timeout, 2 unreachable."""
-    from bootstrap.cluster.api import ClusterUnreachable, KubeError
-    from bootstrap.cluster.connect import connect_stack
-    from bootstrap.jobs import fleet
-
-    manager = stack_name(cfg.fleet.manager or "")
-    timeout = getattr(args, "drain_timeout", None) or DRAIN_TIMEOUT_SECONDS
-    out(f"\nDraining {args.stack}, a worker of fleet {manager}, before the destroy (at most {timeout:.0f} s):")
-    try:
-        kube = connect_stack(args.stack, getattr(args, "kubeconfig", None), getattr(args, "context", None))
-        left = fleet.drain(kube, timeout, out, sleep, clock)
-    except (ClusterUnreachable, KubeError) as err:
-        print(f"gpucluster: cannot drain worker {args.stack}: {err}. If it is gone for good, the manager requeues "
-              "its jobs after fleet.workerLostMinutes; add --skip-drain to destroy it without draining; nothing "
-              "was destroyed", file=sys.stderr)
-        return 2
-    if left:
-        print(f"gpucluster: {len(left)} workload(s) still admitted on {args.stack} after {timeout:.0f} s: "
-              f"{', '.join(left)}; give them longer (--drain-timeout) or add --skip-drain; nothing was destroyed, "
-              f"and its ClusterQueues stay held (`pulumi up --stack {args.stack}` releases them)", file=sys.stderr)
-        return 1
-    out(f"drained: no workload is admitted on {args.stack}; the manager {manager} re-dispatches its jobs to the "
-        "other workers")
-    return 0
-
-
 def fleet_reminder(stack: str, cfg: config.StackConfig) -> str:
     manager = stack_name(cfg.fleet.manager or "")
     return (f"\n{stack} was a worker of fleet {manager}: remove it from gpucluster:fleet.workers in "
@@ -111,7 +81,9 @@ def run(args: argparse.Namespace, select: Callable[[str], automation.DeployedSta
         ask: Callable[[str], str] | None = None, out: Callable[[str], None] = print,
         project_dir: Path = stackfile.PROJECT_DIR,
         ecr_of: Callable[[config.StackConfig], Any] = ecr_client,
-        drain: Callable[[argparse.Namespace, config.StackConfig, Callable[[str], None]], int] = drain_worker) -> int:
+        drain: Callable[[argparse.Namespace, config.StackConfig, Callable[[str], None]], int] = drain_worker,
+        fleet_jobs: Callable[[argparse.Namespace, config.StackConfig, Callable[[str], None]], int] = manager_jobs
+        ) -> int:
     try:
         cfg, _, _ = stackfile.load_stack(args.stack, project_dir)
     except (stackfile.StackFileError, config.ConfigError) as err:
@@ -150,6 +122,8 @@ def run(args: argparse.Namespace, select: Callable[[str], automation.DeployedSta
         out(f"\nWARNING: --skip-export: {', '.join(report.exports) or 'no link'} not exported; what the file "
             "system holds and S3 does not is lost")
         env[SKIP_EXPORT_ENV] = "1"
+    if cfg.fleet is not None and cfg.fleet.role == "manager" and (code := fleet_jobs(args, cfg, out)) != 0:
+        return code
     if not automation.confirm(f"\nDestroy stack {args.stack}?", args.stack, args.yes, ask):
         print("gpucluster: not confirmed (type the stack name, or pass --yes); nothing was done", file=sys.stderr)
         return 1

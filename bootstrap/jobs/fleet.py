@@ -1,5 +1,5 @@
 """A job in a fleet of clusters (Kueue MultiKueue): which cluster a verb talks to, where a job runs, whether its
-worker can be reached, and what draining a worker changes.
+worker can be reached (draining a worker and destroying a manager: bootstrap/deployed/draining.py).
 
 On the manager, a job's Workload (kueue.x-k8s.io/v1beta2, Kueue v0.19.2 apis/kueue/v1beta2/workload_types.go)
 says where the job is: `status.nominatedClusterNames` while MultiKueue dispatches it (the incremental dispatcher
@@ -8,6 +8,10 @@ evicted), neither while it waits in the manager's queue. A worker is named by it
 (components.core.fleet.workers.cluster_name of its stack), whose condition `Active` is False, with a reason and
 message, while the manager cannot reach it (pkg/controller/admissionchecks/multikueue/multikueuecluster.go,
 updateStatus). The fleet's admission check is CHECK, its state and message in `status.admissionChecks`.
+
+A verb that acts on the manager first checks the cluster it reached is one (ensure_manager: the MultiKueueConfig
+MULTIKUEUE_CONFIG exists), and follows a job only to a worker its manager's stack file names (stack_of): never to
+whatever the kubeconfig's current context or a cluster's name points at.
 
 The functions above the line are pure; those below it read or write through a Kube, as bootstrap.jobs.ops does.
 """
@@ -19,24 +23,24 @@ from dataclasses import dataclass
 from typing import Any
 
 from bootstrap.cluster.api import Kube, KubeError
-from bootstrap.cluster.kinds import CLUSTER_QUEUE, WORKLOAD, Kind
+from bootstrap.cluster.kinds import WORKLOAD, Kind
 from bootstrap.jobs import state
 from bootstrap.jobs.render import SubmitError
 from bootstrap.stackfile import StackFileError
 from components.core.config import ConfigError, StackConfig
 from components.core.config.cluster import stack_name
-from components.core.fleet.names import ADMISSION_CHECK
+from components.core.fleet.names import ADMISSION_CHECK, MULTIKUEUE_CONFIG
 from components.core.fleet.workers import cluster_name
 
 # Kueue v0.19.2 apis/kueue/v1beta2/multikueue_types.go: MultiKueueCluster, cluster-scoped (kubebuilder
 # scope=Cluster), condition type MultiKueueClusterActive = "Active".
 MULTIKUEUE_CLUSTER = Kind("MultiKueueCluster", "kueue.x-k8s.io", "v1beta2", "multikueueclusters", namespaced=False)
 ACTIVE = "Active"
+# Kueue v0.19.2 apis/kueue/v1beta2/multikueue_types.go: MultiKueueConfig, cluster-scoped (kubebuilder scope=Cluster);
+# the manager's is MULTIKUEUE_CONFIG (components.core.fleet.manager renders it): what makes a cluster the manager.
+MULTIKUEUE_CONFIG_KIND = Kind("MultiKueueConfig", "kueue.x-k8s.io", "v1beta2", "multikueueconfigs", namespaced=False)
 # The manager's AdmissionCheck with the MultiKueue controller (components.core.fleet renders it).
 CHECK = ADMISSION_CHECK
-# Kueue v0.19.2 apis/kueue/v1beta2/clusterqueue_types.go StopPolicy: Hold (admitted workloads run to completion)
-# and HoldAndDrain (admitted workloads are evicted); both cancel reservations and admit nothing new.
-HOLD, HOLD_AND_DRAIN = "Hold", "HoldAndDrain"
 
 
 class FleetError(SubmitError):
@@ -66,9 +70,16 @@ def worker_stacks(manager: StackConfig | None) -> dict[str, str]:
     return {cluster_name(stack_name(w.stack)): stack_name(w.stack) for w in manager.fleet.workers}
 
 
-def stack_of(cluster: str, manager: StackConfig | None) -> str:
-    """The stack of the worker a MultiKueueCluster names; the name itself when the manager's file is not read."""
-    return worker_stacks(manager).get(cluster, cluster)
+def stack_of(cluster: str, manager: StackConfig | None, manager_stack: str | None = None) -> str:
+    """The stack of the worker a MultiKueueCluster names, from the manager's stack file; a FleetError (never a guess
+    from the cluster's name) when that file does not name it or could not be read."""
+    if (stack := worker_stacks(manager).get(cluster)) is not None:
+        return stack
+    name = manager.stack if manager is not None else manager_stack or "<manager>"
+    why = "names no stack of it in gpucluster:fleet.workers" if manager is not None else "could not be read"
+    raise FleetError(f"worker {cluster} (a MultiKueueCluster of the manager) maps to no stack: Pulumi.{name}.yaml "
+                     f"{why}; check that file's fleet.workers (each worker's MultiKueueCluster is named as its stack, "
+                     "lowercased, other characters as '-'); nothing was done on any worker")
 
 
 @dataclass(frozen=True)
@@ -152,17 +163,6 @@ def not_started(job: str, p: Placement) -> str:
             "(`python -m bootstrap status --stack <manager>` shows it)")
 
 
-def held(cluster_queue: dict[str, Any], policy: str) -> dict[str, Any]:
-    """The ClusterQueue with spec.stopPolicy set to `policy` (the rest as read, resourceVersion included)."""
-    return {**cluster_queue, "spec": {**(cluster_queue.get("spec") or {}), "stopPolicy": policy}}
-
-
-def admitted(workloads: list[dict[str, Any]]) -> list[str]:
-    """`namespace/name` of each Workload still admitted (condition Admitted True): what a drain waits for."""
-    return sorted(f"{w['metadata'].get('namespace')}/{w['metadata']['name']}" for w in workloads
-                  if state.condition(w, "Admitted"))
-
-
 # -- through a Kube ---------------------------------------------------------------------------------------------
 
 
@@ -190,43 +190,6 @@ def where(kube: Kube, job: dict[str, Any]) -> tuple[Placement, Health | None]:
         raise
 
 
-def set_stop_policy(kube: Kube, policy: str) -> list[str]:
-    """Every ClusterQueue's spec.stopPolicy set to `policy`, live (a PUT of what was read: a conflict re-reads);
-    the names of those changed."""
-    changed = []
-    for queue in kube.list(CLUSTER_QUEUE):
-        name = queue["metadata"]["name"]
-        for _ in range(3):
-            if (queue.get("spec") or {}).get("stopPolicy") == policy:
-                break
-            try:
-                kube._call("PUT", CLUSTER_QUEUE.path(None, name), body=held(queue, policy))  # Kube has no update
-                changed.append(name)
-                break
-            except KubeError as err:
-                if not err.conflict:
-                    raise
-                queue = kube.get(CLUSTER_QUEUE, name) or queue
-    return changed
-
-
-def drain(kube: Kube, timeout: float, out: Callable[[str], None], sleep: Callable[[float], None],
-          clock: Callable[[], float], every: float = 10.0) -> list[str]:
-    """Hold every ClusterQueue with HoldAndDrain and wait until no Workload is admitted, at most `timeout`
-    seconds, a line each `every` seconds; what is still admitted then ([] when drained)."""
-    changed = set_stop_policy(kube, HOLD_AND_DRAIN)
-    out(f"stopPolicy {HOLD_AND_DRAIN} on ClusterQueue {', '.join(changed) or '(none changed: already held)'}: "
-        "admitted jobs are evicted, nothing new is admitted")
-    deadline = clock() + timeout
-    while True:
-        left = admitted(kube.list(WORKLOAD))
-        if not left or clock() >= deadline:
-            return left
-        out(f"  waiting for {len(left)} admitted workload{'' if len(left) == 1 else 's'} to leave: "
-            f"{', '.join(left[:5])}{' ...' if len(left) > 5 else ''} ({int(deadline - clock())} s left)")
-        sleep(every)
-
-
 @dataclass(frozen=True)
 class Target:
     """The cluster a job verb works on: a stack's own, or (`on_manager`) its fleet's manager."""
@@ -234,13 +197,49 @@ class Target:
     kube: Kube
     on_manager: bool
     manager: StackConfig | None  # the manager's config when on_manager and its stack file could be read
+    manager_stack: str | None = None  # the manager's stack name when on_manager
+
+
+def reached(kube: Kube, stack: str, kubeconfig: str | None, context: str | None, current: bool) -> str:
+    """Which context connect_stack took for `stack`, and its API server, as people read it."""
+    from bootstrap.cluster.connect import contexts, kubeconfig_file
+
+    first, host = kubeconfig_file(kubeconfig), kube.api_client.configuration.host
+    if not (first and (context or current or stack in contexts(first))):
+        return f"stack {stack}'s `kubeconfig` output ({host})"
+    if not context and stack not in contexts(first):
+        import yaml
+
+        try:
+            with open(first) as f:
+                context = f"{(yaml.safe_load(f) or {}).get('current-context')} (its current one)"
+        except (OSError, yaml.YAMLError, AttributeError):
+            context = "(its current one)"
+    return f"context {context or stack} of {first} ({host})"
+
+
+def ensure_manager(kube: Kube, stack: str, where: Callable[[], str]) -> Kube:
+    """`kube` when it is fleet `stack`'s manager (MultiKueueConfig MULTIKUEUE_CONFIG there), else a FleetError
+    naming `where()` (reached) and how to pick the manager's cluster."""
+    pick = (f"pick the manager's cluster with --context <its context> (without it, the kubeconfig's context named "
+            f"{stack}); nothing was done")
+    try:
+        if kube.get(MULTIKUEUE_CONFIG_KIND, MULTIKUEUE_CONFIG) is not None:
+            return kube
+    except KubeError as err:
+        if err.status != 403:
+            raise
+        raise FleetError(f"cannot tell whether {where()} is the manager of fleet {stack}: reading MultiKueueConfig "
+                         f"{MULTIKUEUE_CONFIG} is forbidden ({err.message}); {pick}") from None
+    raise FleetError(f"{where()} is not the manager of fleet {stack}: it has no MultiKueueConfig "
+                     f"{MULTIKUEUE_CONFIG} (kueue.x-k8s.io/v1beta2, made by `pulumi up --stack {stack}`); {pick}")
 
 
 def target(cfg: StackConfig | None, kubeconfig: str | None, context: str | None, fleet: bool,
            load: Callable[[str], StackConfig]) -> Target:
     """`--stack` (cfg) and `--fleet`: a manager stack is its own cluster; a worker's with --fleet its manager's
-    (load reads the manager's stack file, for its workers; unreadable, the workers are named as their clusters);
-    a stack in no fleet with --fleet is a FleetError. Reached as bootstrap.cluster.connect says."""
+    (load reads the manager's stack file, for its workers); a stack in no fleet with --fleet is a FleetError.
+    Reached as bootstrap.cluster.connect says; a manager is checked to be one (ensure_manager)."""
     from bootstrap.cluster.connect import connect, connect_stack
 
     if cfg is None or cfg.fleet is None:
@@ -248,21 +247,23 @@ def target(cfg: StackConfig | None, kubeconfig: str | None, context: str | None,
             raise FleetError(not_in_fleet(cfg.stack) if cfg is not None else "--fleet needs --stack: a worker or "
                              "the manager of a fleet")
         return Target(connect(cfg.stack if cfg else None, kubeconfig, context), False, None)
-    if is_manager(cfg):
-        return Target(connect_stack(cfg.stack, kubeconfig, context, current=True), True, cfg)
-    if not fleet:
+    if not is_manager(cfg) and not fleet:
         return Target(connect_stack(cfg.stack, kubeconfig, context, current=True), False, None)
-    name = manager_of(cfg)
-    kube = connect_stack(name, kubeconfig, context)
+    name, current = manager_of(cfg) or cfg.stack, is_manager(cfg)  # only the --stack itself may be the current one
+    kube = connect_stack(name, kubeconfig, context, current=current)
+    ensure_manager(kube, name, lambda: reached(kube, name, kubeconfig, context, current))
+    if current:
+        return Target(kube, True, cfg, name)
     try:
         manager = load(name)
-    except (StackFileError, ConfigError):  # another project's stack, a bad file: workers named as their clusters
+    except (StackFileError, ConfigError):  # another project's stack, a bad file: its workers are not known
         manager = None
-    return Target(kube, True, manager)
+    return Target(kube, True, manager, name)
 
 
-def worker_kube(cluster: str, manager: StackConfig | None, kubeconfig: str | None) -> Kube:
-    """The worker a MultiKueueCluster names, reached at its stack's context (bootstrap.cluster.connect)."""
+def worker_kube(cluster: str, manager: StackConfig | None, kubeconfig: str | None,
+                manager_stack: str | None = None) -> Kube:
+    """The worker a MultiKueueCluster names (stack_of), reached at its stack's context (bootstrap.cluster.connect)."""
     from bootstrap.cluster.connect import connect_stack
 
-    return connect_stack(stack_of(cluster, manager), kubeconfig)
+    return connect_stack(stack_of(cluster, manager, manager_stack), kubeconfig)

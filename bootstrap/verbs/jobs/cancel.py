@@ -16,7 +16,11 @@ On a fleet's manager (`--stack <manager>`, or a worker's stack with
 --fleet) the job is deleted there, where it was queued: MultiKueue
 deletes its copy on the worker that runs it (and its pods), and the
 output says which worker that was (bootstrap/jobs/fleet.py); its
-checkpoints are named at that worker's stack's mount and bucket.
+checkpoints are named at that worker's stack's mount and bucket (not
+looked up when the manager's stack file names no stack for it). A
+cluster reached that is not the fleet's manager (no MultiKueueConfig
+gpucluster-fleet: the kubeconfig's current context was a worker, say)
+is refused before anything is deleted: exit 2.
 
 Exit 0: cancelled. Exit 1: the --stack is bad (every problem listed).
 Exit 2: not cancelled (the reason on stderr: no such job, a job `pulumi up`
@@ -137,9 +141,12 @@ def main(argv: list[str], s3_factory=None) -> int:
         print(f"deleted {', '.join(deleted).replace(' and its pods', '')} on the fleet's manager")
         print(ran_on(args.job, placed, health))
         if placed.worker is not None:  # its checkpoints are where that worker's stack put them
-            worker_stack = fleet.stack_of(placed.worker, where.manager)
-            cfg = worker_config(worker_stack, cfg)
-            args.stack = worker_stack
+            try:
+                worker_stack = fleet.stack_of(placed.worker, where.manager, where.manager_stack)
+                cfg, args.stack = worker_config(worker_stack, cfg), worker_stack
+            except fleet.FleetError as err:  # not the manager's bucket either: --bucket names it
+                print(f"{PROG}: warning: its checkpoints cannot be looked up: {err}", file=sys.stderr)
+                args.stack = None
     team = common.team_in(cfg, job["metadata"]["namespace"])
     for line in checkpoint_lines(job, cfg, args.bucket or stack_bucket(args.stack), s3_factory, team):
         print(line)

@@ -12,7 +12,9 @@ On a fleet's manager (`--stack <manager>`, or a worker's stack with
 Workload's status.clusterName, bootstrap/jobs/fleet.py): the first line
 says which (`job J runs on worker W`), then that worker's pods are read as
 above, the worker reached at its stack's context (bootstrap.cluster.connect).
-A job still in the manager's queue has no pod on any worker: exit 2.
+A job still in the manager's queue has no pod on any worker: exit 2; so is
+a cluster reached that is not the fleet's manager, and a worker the
+manager's stack file names no stack for.
 
 Exit 0; 1 when the --stack is bad; 2 when the job, its pod, the cluster or
 the stack file cannot be read.
@@ -35,7 +37,8 @@ from components.core import config
 PROG = "python -m bootstrap logs"
 
 
-def follow(manager, job: dict, manager_cfg: config.StackConfig | None, kubeconfig: str | None) -> tuple:
+def follow(manager, job: dict, manager_cfg: config.StackConfig | None, kubeconfig: str | None,
+           manager_stack: str | None = None) -> tuple:
     """The worker's Kube and its copy of the job a manager dispatched; says which worker first (stdout)."""
     placed, health = fleet.where(manager, job)
     name = job["metadata"]["name"]
@@ -43,7 +46,7 @@ def follow(manager, job: dict, manager_cfg: config.StackConfig | None, kubeconfi
         raise logs.NoPod(fleet.not_started(name, placed))
     print(fleet.runs_on(name, placed.worker), flush=True)
     try:
-        worker = fleet.worker_kube(placed.worker, manager_cfg, kubeconfig)
+        worker = fleet.worker_kube(placed.worker, manager_cfg, kubeconfig, manager_stack)
         copy = worker.get(kinds.of(job), name, job["metadata"]["namespace"])
     except ClusterUnreachable as err:
         lost = f" (the manager: {fleet.unreachable(placed.worker, health)})" if health and not health.active else ""
@@ -76,7 +79,7 @@ def main(argv: list[str]) -> int:
         kube = where.kube
         job = common.find_job(kube, args, cfg)
         if where.on_manager:
-            kube, job = follow(kube, job, where.manager, args.kubeconfig)
+            kube, job = follow(kube, job, where.manager, args.kubeconfig, where.manager_stack)
         source, lines = ops.log_lines(kube, job, args.rank, args.follow, args.tail)
         print(f"# {job['kind']} {args.job}: pod {source.pod}, {source.note}", file=sys.stderr)
         for line in lines:

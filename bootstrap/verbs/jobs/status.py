@@ -14,7 +14,8 @@ its unfinished jobs may still cost (bootstrap/jobs/committed.py), which
 `submit` holds against the budget too.
 
 On a fleet's manager (`--stack <manager>`, or a worker's stack with
---fleet), each job also has its WORKER (bootstrap/jobs/fleet.py): "-"
+--fleet; the cluster reached must have the fleet's MultiKueueConfig, else
+exit 2 naming the context it is), each job also has its WORKER (bootstrap/jobs/fleet.py): "-"
 while it waits in the manager's queue, "nominated: a,b" while MultiKueue
 offers it to workers, the worker that admitted it, and "(unreachable since
 <time>: <reason>)" after it when the manager has lost that worker; its cost
@@ -57,20 +58,23 @@ def job_goodput(record: dict | None, job: dict, now: datetime) -> float | None:
 class Workers:
     """On a fleet's manager: each worker's health and stack file (for its prices), read once."""
 
-    def __init__(self, kube, cfg: config.StackConfig | None, manager: config.StackConfig | None):
+    def __init__(self, kube, cfg: config.StackConfig | None, manager: config.StackConfig | None,
+                 manager_stack: str | None = None):
         self.health = fleet.workers_health(kube)
-        self.cfg, self.manager = cfg, manager
+        self.cfg, self.manager, self.manager_stack = cfg, manager, manager_stack
         self._configs: dict[str, config.StackConfig | None] = {}
 
     def config_of(self, worker: str | None) -> config.StackConfig | None:
         """The worker's stack config (its prices); None until a worker admits the job; the --stack's when the
-        worker's file cannot be read (the fleet's workers name their pools alike)."""
+        worker's file cannot be read or the manager's names no stack for it (the fleet's workers name their pools
+        alike)."""
         if worker is None:
             return None
         if worker not in self._configs:
             try:
-                self._configs[worker] = stackfile.load_stack(fleet.stack_of(worker, self.manager), standins=True)[0]
-            except (StackFileError, config.ConfigError):
+                stack = fleet.stack_of(worker, self.manager, self.manager_stack)
+                self._configs[worker] = stackfile.load_stack(stack, standins=True)[0]
+            except (StackFileError, config.ConfigError, fleet.FleetError):
                 self._configs[worker] = self.cfg
         return self._configs[worker]
 
@@ -184,7 +188,7 @@ def main(argv: list[str], now: datetime | None = None) -> int:
                              lambda name: stackfile.load_stack(name, standins=True)[0])
         kube = where.kube
         read = (kube.list(kinds.WORKLOAD, namespace), ops.jobs(kube, namespace))
-        workers = Workers(kube, cfg, where.manager) if where.on_manager else None
+        workers = Workers(kube, cfg, where.manager, where.manager_stack) if where.on_manager else None
         items = rows(kube, namespace, cfg, now, read, workers)
         # What the team's unfinished jobs may still cost, at the stack's prices (none known without --stack).
         held = common.committed(kube, cfg, namespace, now, *read) if args.team and cfg is not None else None

@@ -29,11 +29,15 @@ runtime and a job file's scripts; a worker that cannot be reached is
 named on stderr (the job fails there if it lands there before they are).
 A team's budget is not checked for a fleet job.
 
-Exit 0: submitted. Exit 1: the stack or the job file has problems (each
-listed, as `plan` lists them), the job does not fit its team's budget, or
---over-budget from one who is no admin.
-Exit 2: not submitted for another reason (on stderr: the job exists, the
-cluster or Prometheus cannot be reached, ...).
+Exit codes follow `python -m bootstrap`'s rule (0 ok, 1 problems found, 2
+could not run). Exit 0: submitted. Exit 1: problems found: the stack or the
+job file has problems (each listed, as `plan` lists them), the job does not
+fit its team's budget, or --over-budget from one who is no admin.
+Exit 2: could not run as asked (on stderr: the job exists, the cluster or
+Prometheus cannot be reached, an unreadable stack file; with --fleet, a
+--stack that is the fleet's manager or in no fleet (a valid stack, the
+wrong one to name: give a worker's), a cluster reached that is not the
+manager, ...).
 """
 
 from __future__ import annotations
