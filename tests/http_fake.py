@@ -32,7 +32,7 @@ def serve(answer: Answer) -> ThreadingHTTPServer:
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.url = f"http://127.0.0.1:{server.server_address[1]}"  # type: ignore[attr-defined]
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()  # shutdown() waits a poll
     return server
 
 

@@ -302,7 +302,7 @@ class Recorded(http.server.BaseHTTPRequestHandler):
 @pytest.fixture
 def recorded():
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recorded)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()  # shutdown() waits a poll
     Recorded.seen.clear()
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()

@@ -196,7 +196,7 @@ def test_bad_stack_prints_every_problem_without_traceback(tmp_path):
         "  - gpucluster:kubernetesVersion: got '1.20'; allowed: 1.32, 1.33, 1.34, 1.35, 1.36",
         "  - gpucluster:gpuPools[0].maxNodes: got 2; must be >= minNodes (3)",
         "  - gpucluster:typo: unknown key; known keys: adminPrincipalArns, alertSlackWebhookUrl, clusterName, "
-        "cpuPools, deployerInVpc, gpuAvailabilityZone, gpuPools, imageCache, jobPolicyArns, jobs, kubernetesVersion, "
+        "cpuPools, deployerInVpc, fleet, gpuAvailabilityZone, gpuPools, imageCache, jobPolicyArns, jobs, kubernetesVersion, "
         "network, observability, pauseMode, paused, prices, publicAccessCidrs, storage, systemNodes, tags, teams, "
         "trainingNamespace, versions",
     ]
@@ -206,7 +206,8 @@ def test_bad_stack_prints_every_problem_without_traceback(tmp_path):
 def test_missing_stack_is_a_clean_error():
     result = plan("--stack", "nope")
     assert result.returncode == 2
-    assert result.stderr.strip() == "gpucluster: no stack 'nope': Pulumi.nope.yaml not found; stacks: dev, prod"
+    assert result.stderr.strip() == ("gpucluster: no stack 'nope': Pulumi.nope.yaml not found; stacks: dev, fleet, "
+                                     "fleet-east, fleet-west, prod")
 
 
 def test_bad_config_registers_nothing():
