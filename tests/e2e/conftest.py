@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ import pytest
 from local import cluster as local_cluster
 from local import controlplane, kubectl
 from tests.conftest import ROOT  # noqa: E402  (the repository)
+from tests.waiting import wait_for
 
 STATE = ROOT / ".local-cluster-e2e"
 
@@ -53,17 +53,7 @@ class Local:
                               text=True, timeout=timeout, env={**_env(), "KUBECONFIG": str(self.kubeconfig)})
 
     def wait(self, check: Callable[[], Any], what: str, timeout: float = 90, interval: float = 1.0) -> Any:
-        deadline = time.monotonic() + timeout
-        last = None
-        while time.monotonic() < deadline:
-            try:
-                last = check()
-            except kubectl.KubectlError as err:
-                last = err
-            if last and not isinstance(last, Exception):
-                return last
-            time.sleep(interval)
-        raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
+        return wait_for(check, what, timeout, interval)
 
     def pods(self, namespace: str, selector: str | None = None) -> list[dict[str, Any]]:
         return self.get("pods", namespace=namespace, selector=selector)["items"]

@@ -10,7 +10,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ import pytest
 from local import controlplane, kubectl, processes
 from local.fleet import members as fleet
 from tests.conftest import ROOT
+from tests.waiting import wait_for
 
 STATE = ROOT / ".local-fleet-e2e"
 MANAGER, EAST, WEST = "fleet", "fleet-east", "fleet-west"
@@ -48,17 +48,7 @@ class Fleet:
                               cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
 
     def wait(self, check: Callable[[], Any], what: str, timeout: float = 120, interval: float = 1.0) -> Any:
-        deadline = time.monotonic() + timeout
-        last = None
-        while time.monotonic() < deadline:
-            try:
-                last = check()
-            except kubectl.KubectlError as err:
-                last = err
-            if last and not isinstance(last, Exception):
-                return last
-            time.sleep(interval)
-        raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
+        return wait_for(check, what, timeout, interval)
 
     def workload(self, member: str, job: str) -> dict[str, Any] | None:
         items = self.get(member, "workloads", namespace=NAMESPACE)["items"]

@@ -188,14 +188,7 @@ def main(argv: list[str], sleep=None, now: datetime | None = None) -> int:
             common.BadArgument) as err:
         return common.fail(PROG, err)
     position = done.position
-    report = {"kind": sub.kind, "name": sub.name, "namespace": sub.namespace, "pool": sub.pool.name,
-              "nodes": sub.job.nodes, "instanceType": sub.pool.instance_type,
-              "pricePerHour": round(sub.price_per_hour, 2), "deadlineSeconds": sub.deadline_seconds,
-              "created": list(done.created),
-              "queue": None if position is None else {"clusterQueue": position.cluster_queue,
-                                                      "position": position.position, "pending": position.pending,
-                                                      "ahead": list(position.ahead)},
-              "admitted": done.workload is not None and position is None}
+    report = {**_report(sub, done), "admitted": done.workload is not None and position is None}
     if sub.team:
         report.update({"team": sub.team, "priorityClass": sub.job.priority_class,
                        "budget": verdict.to_dict() if verdict else None})
@@ -225,6 +218,18 @@ def main(argv: list[str], sleep=None, now: datetime | None = None) -> int:
     return 0
 
 
+def _report(sub, done) -> dict:
+    """What `--json` says of a submitted job, on a cluster or a fleet's manager alike."""
+    position = done.position
+    return {"kind": sub.kind, "name": sub.name, "namespace": sub.namespace, "pool": sub.pool.name,
+            "nodes": sub.job.nodes, "instanceType": sub.pool.instance_type,
+            "pricePerHour": round(sub.price_per_hour, 2), "deadlineSeconds": sub.deadline_seconds,
+            "created": list(done.created),
+            "queue": None if position is None else {"clusterQueue": position.cluster_queue,
+                                                    "position": position.position, "pending": position.pending,
+                                                    "ahead": list(position.ahead)}}
+
+
 def main_fleet(args: argparse.Namespace, sleep) -> int:
     """`submit --fleet`: on the manager of the --stack's fleet (submit_fleet)."""
     try:
@@ -236,13 +241,7 @@ def main_fleet(args: argparse.Namespace, sleep) -> int:
             common.BadArgument) as err:
         return common.fail(PROG, err)
     position = done.position
-    report = {"kind": sub.kind, "name": sub.name, "namespace": sub.namespace, "pool": sub.pool.name,
-              "nodes": sub.job.nodes, "instanceType": sub.pool.instance_type,
-              "pricePerHour": round(sub.price_per_hour, 2), "deadlineSeconds": sub.deadline_seconds,
-              "manager": manager, "created": list(done.created), "createdOnWorkers": made,
-              "queue": None if position is None else {"clusterQueue": position.cluster_queue,
-                                                      "position": position.position, "pending": position.pending,
-                                                      "ahead": list(position.ahead)}}
+    report = {**_report(sub, done), "manager": manager, "createdOnWorkers": made}
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
