@@ -27,11 +27,16 @@ def test_submit_status_logs_cancel_on_a_real_cluster(cluster, tmp_path):
     pods = local.wait(lambda: running(local.pods(NAMESPACE, f"jobset.sigs.k8s.io/jobset-name={JOB}")),
                       "the job's pod to run")
 
-    done = local.cli("status", "--stack", "dev", "--json")
-    assert done.returncode == 0, done.stderr
-    rows = {row["name"]: row for row in json.loads(done.stdout)}
-    assert rows[JOB]["kind"] == "TrainJob"
-    assert rows[JOB]["phase"].lower() == "running", rows[JOB]
+    def status_row() -> dict:
+        done = local.cli("status", "--stack", "dev", "--json")
+        assert done.returncode == 0, done.stderr
+        return {row["name"]: row for row in json.loads(done.stdout)}[JOB]
+
+    # Running once the TrainJob's own status says its pods are ready: Trainer writes it a moment after the pods
+    # run (CI saw "Admitted" on the first look), so status is asked until it says so.
+    row = local.wait(lambda: (r := status_row())["phase"].lower() == "running" and r, "status to say running",
+                     timeout=60)
+    assert row["kind"] == "TrainJob"
 
     kwok.pod_logs(local.state, NAMESPACE, pods[0]["metadata"]["name"], ["step 1 loss 2.31", "step 2 loss 2.12"])
     done = local.cli("logs", "--stack", "dev", JOB)
