@@ -82,3 +82,16 @@ def validate_custom(obj: dict[str, Any], filename: str) -> None:
     """Raise if `obj` is not valid against its apiVersion's schema in the vendored CRD `filename`."""
     version = obj["apiVersion"].split("/")[-1]
     _validator(filename, version).validate(obj)
+
+
+def validate_all(objects: list[dict[str, Any]], version: str, crd_files: dict[str, str]) -> set[str]:
+    """Validate each object (custom kinds against crd_files' vendored CRDs, the rest as core kinds of `version`,
+    strict); the kinds seen."""
+    kinds = set()
+    for obj in objects:
+        kinds.add(obj["kind"])
+        if obj["kind"] in crd_files:
+            validate_custom(obj, crd_files[obj["kind"]])
+        else:
+            validate_core(obj, version)
+    return kinds

@@ -7,7 +7,7 @@ import pytest
 
 from bootstrap.offline.plan_report import kubernetes_objects
 from tests.conftest import recording, stack_config
-from tests.k8s import validate_core, validate_custom
+from tests.k8s import validate_all
 from tests.test_program import CRD_FILES
 
 FLEET_CRDS = {**CRD_FILES, "MultiKueueCluster": "kueue.x-k8s.io_multikueueclusters.yaml",
@@ -20,12 +20,5 @@ FLEET_CRDS = {**CRD_FILES, "MultiKueueCluster": "kueue.x-k8s.io_multikueuecluste
 ])
 def test_every_object_of_a_fleet_stack_is_valid(stack, fleet_kinds):
     cfg = stack_config(stack)
-    objects = kubernetes_objects(recording(stack))
-    kinds = set()
-    for obj in objects:
-        kinds.add(obj["kind"])
-        if obj["kind"] in FLEET_CRDS:
-            validate_custom(obj, FLEET_CRDS[obj["kind"]])
-        else:
-            validate_core(obj, cfg.kubernetes_version)
+    kinds = validate_all(kubernetes_objects(recording(stack)), cfg.kubernetes_version, FLEET_CRDS)
     assert fleet_kinds <= kinds, fleet_kinds - kinds

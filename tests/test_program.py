@@ -9,7 +9,7 @@ from bootstrap.offline.plan_report import kubernetes_objects
 from components.core.hardware import catalog
 from tests.conftest import prod_started, stack_config, stack_raw
 from tests.conftest import recording as shared_recording
-from tests.k8s import validate_core, validate_custom
+from tests.k8s import validate_all
 
 CRD_FILES = {
     "MPIJob": "kubeflow.org_mpijobs.yaml",
@@ -50,13 +50,7 @@ def test_every_kubernetes_object_is_valid(stack):
     _, cfg, rec, _ = stack
     objects = kubernetes_objects(rec)
     assert objects
-    kinds = set()
-    for obj in objects:
-        kinds.add(obj["kind"])
-        if obj["kind"] in CRD_FILES:
-            validate_custom(obj, CRD_FILES[obj["kind"]])
-        else:
-            validate_core(obj, cfg.kubernetes_version)
+    kinds = validate_all(objects, cfg.kubernetes_version, CRD_FILES)
     assert {"Namespace", "PersistentVolume", "PersistentVolumeClaim", "CustomResourceDefinition",
             "Deployment", "TrainJob", "ClusterTrainingRuntime", "ClusterQueue", "LocalQueue", "ResourceFlavor",
             "WorkloadPriorityClass", "Topology", "AdmissionCheck", "ProvisioningRequestConfig"} <= kinds
