@@ -267,11 +267,17 @@ def run_program(raw_config: dict[str, str], stack: str, project: str = "gpuclust
     def run_and_collect() -> None:
         program()
         root = pulumi.runtime.get_root_resource()
-        for key, value in dict(getattr(root, "outputs", {})).items():
-            out = pulumi.Output.from_input(value)
-            exported[key] = _sync_await(out.future())
-            if _sync_await(out.is_secret()):
-                secret_keys.add(key)
+        outputs = {key: pulumi.Output.from_input(value) for key, value in dict(getattr(root, "outputs", {})).items()}
+
+        async def collect() -> None:
+            # One pump of the loop for every export: _sync_await pads the loop's ready list back after each call,
+            # so awaiting the exports one by one cost ~40% of a run.
+            for key, out in outputs.items():
+                exported[key] = await out.future()
+                if await out.is_secret():
+                    secret_keys.add(key)
+
+        _sync_await(collect())
 
     try:
         pulumi_mocks.SETTINGS.rpc_manager.clear()
