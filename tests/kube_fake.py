@@ -67,7 +67,10 @@ def _fields_match(obj: dict[str, Any], selector: str) -> bool:
 class FakeKube:
     """Objects by collection path; `logs[(namespace, pod, container or None)]` is a pod's log text."""
 
-    def __init__(self, objects: Iterable[dict[str, Any]] = ()):
+    def __init__(self, objects: Iterable[dict[str, Any]] = (), serves: Iterable[Kind] = ()):
+        # The kinds the CLI speaks (kinds.BY_KIND, as a test may have extended it) and `serves`: kinds the cluster
+        # has CRDs for that the CLI only reads or deletes.
+        self.serves = {k.kind: k for k in serves}
         self.collections: dict[str, dict[str, dict[str, Any]]] = {}
         self.logs: dict[tuple[str, str, str | None], str] = {}
         self.requests: list[Request] = []
@@ -83,9 +86,11 @@ class FakeKube:
 
     # -- state --------------------------------------------------------------------------
 
-    @staticmethod
-    def kind_of(obj: dict[str, Any]) -> Kind:
-        return BY_KIND[obj["kind"]]
+    def served(self) -> dict[str, Kind]:
+        return {**BY_KIND, **self.serves}
+
+    def kind_of(self, obj: dict[str, Any]) -> Kind:
+        return self.served()[obj["kind"]]
 
     def add(self, obj: dict[str, Any]) -> dict[str, Any]:
         kind = self.kind_of(obj)
@@ -133,7 +138,7 @@ class FakeKube:
             return 200, text
         collection, _, name = path.rpartition("/")
         if path in self.collections or (method in ("GET", "POST") and collection not in self.collections
-                                        and name in {k.plural for k in BY_KIND.values()}):
+                                        and name in {k.plural for k in self.served().values()}):
             items = list(self.collections.get(path, {}).values())
             if method == "POST":
                 meta = body.get("metadata", {})
@@ -147,7 +152,7 @@ class FakeKube:
                 items = [o for o in items if _labels_match(o["metadata"].get("labels") or {}, query["labelSelector"])]
             if "fieldSelector" in query:
                 items = [o for o in items if _fields_match(o, query["fieldSelector"])]
-            kind = next((k.kind for k in BY_KIND.values() if path.endswith("/" + k.plural)), "")
+            kind = next((k.kind for k in self.served().values() if path.endswith("/" + k.plural)), "")
             return 200, {"kind": f"{kind}List", "apiVersion": "v1", "metadata": {"resourceVersion": "1"},
                          "items": items}
         coll = self.collections.get(collection, {})
@@ -193,6 +198,12 @@ class FakeKube:
         if self._server:
             self._server.shutdown()
             self._server.server_close()
+
+    def __enter__(self) -> FakeKube:  # `with fake.start():` stops the server however the block ends
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
     @property
     def url(self) -> str:

@@ -219,8 +219,10 @@ def run_pause(tmp_path, paused=True, mode=None, apply=True, ask=None, fake=None)
     root = project(tmp_path, "prod")
     fake = fake or FakeStack([])
     lines: list[str] = []
+    # No cluster: the queued jobs' scale-ups pause cancels after its up are tests/test_pause_scaleups.py's.
     code = pausing.run("prod", paused, mode, apply, assume_yes=ask is None, select=lambda name: fake, ask=ask,
-                     out=lines.append, project_dir=root)
+                     out=lines.append, project_dir=root, connect=lambda stack, kubeconfig: None,
+                     release=lambda kube, namespaces, out: [])
     return code, "\n".join(lines), fake, (root / "Pulumi.prod.yaml").read_text()
 
 
@@ -241,7 +243,8 @@ def test_pause_without_up_only_writes(tmp_path):
     code, out, fake, text = run_pause(tmp_path, apply=False)
     assert code == 0 and fake.calls == []
     assert "gpucluster:paused: true" in text and "pauseMode" not in text.split("gpucluster:paused")[1][:40]
-    assert out.endswith("next: pulumi up --stack prod")
+    assert out.endswith("next: pulumi up --stack prod\nthen: python -m bootstrap pause --stack prod "
+                        "--release-scale-ups (cancels the scale-ups Kueue asked for jobs that wait)")
 
 
 def test_resume_sets_paused_false(tmp_path):

@@ -43,6 +43,8 @@ WORKLOAD = Kind("Workload", "kueue.x-k8s.io", "v1beta2", "workloads")
 CLUSTER_QUEUE = Kind("ClusterQueue", "kueue.x-k8s.io", "v1beta2", "clusterqueues", namespaced=False)
 RESOURCE_FLAVOR = Kind("ResourceFlavor", "kueue.x-k8s.io", "v1beta2", "resourceflavors", namespaced=False)
 LOCAL_QUEUE = Kind("LocalQueue", "kueue.x-k8s.io", "v1beta2", "localqueues")
+# cluster-autoscaler-1.35.2 apis/config/crd/autoscaling.x-k8s.io_provisioningrequests.yaml: Kueue's requests for nodes.
+PROVISIONING_REQUEST = Kind("ProvisioningRequest", "autoscaling.x-k8s.io", "v1", "provisioningrequests")
 CLUSTER_TRAINING_RUNTIME = Kind("ClusterTrainingRuntime", "trainer.kubeflow.org", "v1alpha1",
                                 "clustertrainingruntimes", namespaced=False)
 

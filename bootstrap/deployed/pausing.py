@@ -15,7 +15,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bootstrap import stackfile
-from bootstrap.deployed import automation
+from bootstrap.cluster.api import ClusterUnreachable, Kube, KubeError
+from bootstrap.deployed import automation, scaleups
+from bootstrap.deployed.draining import job_namespaces
 from components.core import config
 from components.core.config.cluster import stack_name as stack_name_of
 from components.core.kube import trainer
@@ -66,6 +68,47 @@ def manager_lines(cfg: config.StackConfig, paused: bool) -> list[str]:
     return lines
 
 
+def release_scale_ups(cfg: config.StackConfig, kubeconfig: str | None, out: Callable[[str], None],
+                      connect: Callable[[str, str | None], Kube] | None = None,
+                      release: Callable[..., list[str]] = scaleups.release) -> int:
+    """Once the pause is applied: cancel the scale-ups Kueue asked for jobs that now wait in the paused queue
+    (bootstrap/deployed/scaleups.py). 0 none left; 1 Kueue still holds quota for some (the pause is not applied
+    yet); 2 the cluster cannot be read. Nothing to do without a pool that scales up atomically."""
+    if not any(pool.atomic_scale_up for pool in cfg.gpu_pools):
+        return 0
+    if connect is None:
+        from bootstrap.cluster.connect import connect
+    again = f"python -m bootstrap pause --stack {cfg.stack} --release-scale-ups"
+    try:
+        left = release(connect(cfg.stack, kubeconfig), job_namespaces(cfg), out)
+    except (ClusterUnreachable, KubeError) as err:
+        print(f"gpucluster: {cfg.stack} is paused, but the scale-ups Kueue asked for its queued jobs could not be "
+              f"cancelled ({err}); the autoscaler may still raise their nodes: run `{again}` once the cluster can "
+              "be reached", file=sys.stderr)
+        return 2
+    if left:
+        print(f"gpucluster: Kueue still holds quota for the jobs of {', '.join(left)} after "
+              f"{scaleups.SETTLE_SECONDS:.0f} s: has `pulumi up --stack {cfg.stack}` applied the pause? Then run "
+              f"`{again}`", file=sys.stderr)
+        return 1
+    out("no scale-up is left for a queued job: the autoscaler raises no node while the stack is paused")
+    return 0
+
+
+def release_only(stack_name: str, kubeconfig: str | None, out: Callable[[str], None] = print,
+                 project_dir: Path = stackfile.PROJECT_DIR, **seams) -> int:
+    """`pause --release-scale-ups`: after a `pulumi up` of your own that applied the pause."""
+    try:
+        cfg, _, _ = stackfile.load_stack(stack_name, project_dir)
+    except (stackfile.StackFileError, config.ConfigError) as err:
+        return stackfile.report(err)
+    if not cfg.paused:
+        print(f"gpucluster: {stack_name} is not paused ({PAUSED} is not true in Pulumi.{stack_name}.yaml): its "
+              "queue would ask for the nodes again at once; pause it first", file=sys.stderr)
+        return 2
+    return release_scale_ups(cfg, kubeconfig, out, **seams)
+
+
 def set_paused(text: str, paused: bool, mode: str | None) -> str:
     text = stackfile.set_scalar(text, PAUSED, "true" if paused else "false")
     return stackfile.set_scalar(text, PAUSE_MODE, mode) if mode else text
@@ -74,7 +117,7 @@ def set_paused(text: str, paused: bool, mode: str | None) -> str:
 def run(stack_name: str, paused: bool, mode: str | None, apply: bool, assume_yes: bool,
         select: Callable[[str], automation.DeployedStack] = automation.select,
         ask: Callable[[str], str] | None = None, out: Callable[[str], None] = print,
-        project_dir: Path = stackfile.PROJECT_DIR) -> int:
+        project_dir: Path = stackfile.PROJECT_DIR, kubeconfig: str | None = None, **seams) -> int:
     path = stackfile.stack_path(stack_name, project_dir)
     try:
         overrides = {PAUSED: paused, **({PAUSE_MODE: mode} if mode else {})}
@@ -108,6 +151,9 @@ def run(stack_name: str, paused: bool, mode: str | None, apply: bool, assume_yes
             + f" to {path.name}")
     if not apply:
         out(f"next: pulumi up --stack {stack_name}")
+        if paused and any(pool.atomic_scale_up for pool in cfg.gpu_pools):
+            out(f"then: python -m bootstrap pause --stack {stack_name} --release-scale-ups (cancels the scale-ups "
+                "Kueue asked for jobs that wait)")
         return 0
     try:
         stack = select(stack_name)
@@ -128,4 +174,4 @@ def run(stack_name: str, paused: bool, mode: str | None, apply: bool, assume_yes
         print(f"gpucluster: pulumi up failed: {automation.last_error_line(err)}", file=sys.stderr)
         return 1
     out(f"{stack_name} {'paused' if paused else 'resumed'}.")
-    return 0
+    return release_scale_ups(cfg, kubeconfig, out, **seams) if paused else 0

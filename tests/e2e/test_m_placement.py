@@ -15,12 +15,14 @@ needs busy. KWOK plays the nodes; no training process runs.
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
 
 import pytest
 
 from bootstrap import stackfile
+from bootstrap.deployed import pausing
 from bootstrap.jobs import render
 from components.core import versions
 from components.core.hardware import topology as hw
@@ -69,6 +71,11 @@ def workload_of(local: Local, job: str) -> dict | None:
         if any(o.get("name") == job for o in wl["metadata"].get("ownerReferences", [])):
             return wl
     return None
+
+
+def quota_reserved(wl: dict | None) -> bool:
+    return any(c["type"] == "QuotaReserved" and c["status"] == "True"
+               for c in jsonpath(wl or {}, "status", "conditions", default=[]))
 
 
 def admitted(wl: dict | None) -> bool:
@@ -127,11 +134,18 @@ def layout(local: Local, pods: list[dict]) -> tuple[Counter, set[str]]:
 
 
 @pytest.fixture
-def idle(cluster) -> Local:
+def cleared(cluster) -> Local:
+    """prod with no job and no filler left (its h100 nodes as the last test left them)."""
     local = cluster("prod")
     clear(local)
     local.kubectl("delete", "jobs.batch", "-l", f"{queueing.QUEUE_LABEL}={queueing.LOCAL_QUEUE}", "-n", NAMESPACE,
                   "--ignore-not-found", "--wait=true")
+    return local
+
+
+@pytest.fixture
+def idle(cleared) -> Local:
+    local = cleared
     found = blocks(local)
     assert sorted(len(v) for v in found.values()) == [4, 4, 4, 4], f"prod's h100 pool as 4 blocks of 4: {found}"
     return local
@@ -271,5 +285,52 @@ def test_with_capacity_for_3_of_4_nodes_none_is_started_and_with_4_the_job_start
         assert len(nodes) == 4 and {n["metadata"]["name"] for n in pool_nodes(local)} == nodes
         assert admitted(workload_of(local, "whole"))
     finally:
+        local.kubectl("delete", "configmap", "-n", "kube-system", provisioner.CAPACITY_CONFIGMAP,
+                      provisioner.SETTINGS_CONFIGMAP, "--ignore-not-found")
+
+
+def test_pause_cancels_a_waiting_jobs_scale_up_and_resume_starts_it_whole(cleared):
+    """A job waits on its scale-up (room for 3 of its 4 nodes) when the stack is paused: the stopped queue takes its
+    quota back but Kueue leaves its ProvisioningRequest, which pause deletes after its `pulumi up`; no node is raised
+    for it, even once there is room; resume gives the quota back, Kueue asks again and the job starts whole."""
+    local = cleared
+    local.apply([provisioner.settings_configmap(retryInitialSeconds=5, retryMaxSeconds=10, idleSeconds=30),
+                 provisioner.capacity_configmap({POOL: 3})], "the stand-in's capacity: 3 h100 nodes")
+    paused, _, _ = stackfile.load_stack("prod", standins=True, overrides={pausing.PAUSED: True})
+    queues = [q["metadata"]["name"] for q in local.get("clusterqueues.kueue.x-k8s.io")["items"]]
+
+    def stop_policy(policy: str) -> None:  # what `pulumi up` changes on each ClusterQueue for pause and resume
+        for queue in queues:
+            local.kubectl("patch", "clusterqueue", queue, "--type", "merge", "-p",
+                          json.dumps({"spec": {"stopPolicy": policy}}))
+
+    try:
+        local.kubectl("delete", "node", "-l", f"{nodepool.POOL_LABEL}={POOL}", "--wait=true")
+        local.wait(lambda: not pool_nodes(local), "the h100 pool at zero nodes")
+        submit_jobs(local, entry("paused", 4))
+        local.wait(lambda: (found := provisioning_requests(local)) and condition_of(found[-1], "Provisioned")
+                   and condition_of(found[-1], "Provisioned")["status"] == "False", "the job's request refused")
+
+        stop_policy(paused.stop_policy)
+        local.wait(lambda: not quota_reserved(workload_of(local, "paused")), "the stopped queue to take the quota back")
+        assert provisioning_requests(local), "Kueue v0.19.2 leaves the request of a job whose quota it took back"
+        lines: list[str] = []
+        assert pausing.release_scale_ups(paused, str(local.kubeconfig), lines.append) == 0
+        print("\n".join(lines))
+        assert lines[0].startswith("cancelled the scale-up for queued job training/paused (ProvisioningRequest ")
+        assert provisioning_requests(local) == []
+
+        local.apply([provisioner.capacity_configmap({POOL: 16})], "the stand-in's capacity restored, while paused")
+        time.sleep(15)  # the stand-in scans every second: a request left behind would have its nodes by now
+        assert not pool_nodes(local) and provisioning_requests(local) == [], "no node raised while paused"
+
+        stop_policy("None")
+        pods = local.wait(lambda: len(running_pods(local, "paused")) == 4 and running_pods(local, "paused"),
+                          "the job running whole on resume", timeout=240)
+        print(f"resumed: a new request, {len(pool_nodes(local))} h100 nodes, the job on "
+              f"{dict(layout(local, pods)[0])}")
+        assert {p["spec"]["nodeName"] for p in pods} == {n["metadata"]["name"] for n in pool_nodes(local)}
+    finally:
+        stop_policy("None")
         local.kubectl("delete", "configmap", "-n", "kube-system", provisioner.CAPACITY_CONFIGMAP,
                       provisioner.SETTINGS_CONFIGMAP, "--ignore-not-found")

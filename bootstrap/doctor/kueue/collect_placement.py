@@ -17,12 +17,11 @@ from __future__ import annotations
 from typing import Any
 
 from bootstrap.cluster import kinds
-from bootstrap.cluster.kinds import Kind
+from bootstrap.cluster.kinds import PROVISIONING_REQUEST, Kind
 from bootstrap.doctor.bundle import Bundle, name
 from bootstrap.doctor.kueue import rules_placement, rules_provisioning
 from bootstrap.doctor.kueue.cohort import GPU, quantity
 
-PROVISIONING_REQUEST = Kind("ProvisioningRequest", "autoscaling.x-k8s.io", "v1", "provisioningrequests")
 TOPOLOGY = Kind("Topology", "kueue.x-k8s.io", "v1beta2", "topologies", namespaced=False)
 ACTIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"  # pods that hold their node's resources
 
