@@ -122,10 +122,11 @@ def node_labels(node: str, pool: str = "h100") -> dict:
                       f'label_node_kubernetes_io_instance_type="p5.48xlarge"}}', "values": f"1x{MINUTES}"}
 
 
-def pod(job: str, name: str, node: str, ns: str = "training") -> list[dict]:
+def pod(job: str, name: str, node: str, ns: str = "training", phase: str = "Running") -> list[dict]:
     base = f'namespace="{ns}", pod="{name}", uid="{ns}-{name}"'
     return [{"series": f'kube_pod_labels{{{base}, label_gpucluster_io_job="{job}"}}', "values": f"1x{MINUTES}"},
-            {"series": f'kube_pod_info{{{base}, node="{node}"}}', "values": f"1x{MINUTES}"}]
+            {"series": f'kube_pod_info{{{base}, node="{node}"}}', "values": f"1x{MINUTES}"},
+            {"series": f'kube_pod_status_phase{{{base}, phase="{phase}"}}', "values": f"1x{MINUTES}"}]
 
 
 def gpus(node: str, util: str, pod_: str = "", ns: str = "training", count: int = 2) -> list[dict]:
@@ -192,6 +193,12 @@ def test_promtool_nccl_on_sockets_names_the_busy_efa_node_whose_counters_went_fl
         *job("sockets", {"n10": 90, "n11": 90, "n12": 90}), *efa("n10", flat), *efa("n11", flat), *efa("n12", flat),
         *job("together", {"n13": 90, "n14": 90}), *efa("n13", f"0+1000000x20 20000000x{MINUTES - 20}"),
         *efa("n14", f"0+1000000x20 20000000x{MINUTES - 20}"),
+        # A finished job's pods stay, Succeeded, on nodes now another's: n15 runs a one-node job (busy, no EFA),
+        # n16 a job of its own with EFA traffic. The finished job is on neither.
+        *pod("done", "done-worker-0", "n15", phase="Succeeded"), *pod("done", "done-worker-1", "n16",
+                                                                       phase="Succeeded"),
+        *job("solo", {"n15": 90}), *efa("n15", flat), *job("next", {"n16": 90, "n17": 90}), *efa("n16", rising),
+        *efa("n17", rising),
     ]
     # Flat from minute 20: the 5-minute rate is 0 from minute 24 (its window (19, 24]), firing 5 minutes on.
     run(tmp_path, cfg, [rule], series, [

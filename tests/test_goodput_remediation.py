@@ -35,6 +35,10 @@ def pod(name: str, on: str, job: str = "llm", namespace: str = "training", **ext
             "spec": {"nodeName": on}, "status": {"phase": "Running"}}
 
 
+# The job's pods running on the nodes the alerts name.
+RUNNING = [pod("llm-0", BAD), pod("llm-1", OTHER)]
+
+
 def job(name: str = "llm", namespace: str = "training", records: list | None = None, kind: str = "TrainJob") -> r.Job:
     annotations = {names.REMEDIATIONS_ANNOTATION: json.dumps(records)} if records is not None else {}
     return r.Job(kind, namespace, name, {"metadata": {"name": name, "namespace": namespace, "uid": "u-1",
@@ -151,7 +155,7 @@ def test_one_record_per_node_and_reason_on_a_job_and_once_per_pass():
     assert actions == [] and skip.why == "already recorded on the job" and skip.quiet
     # The same node for another reason is another record (past the job's alert window).
     actions, _ = r.decide(r.alert_signals(alerts(firing(goodput_alerts.XID)), REASONS), jobs(job(records=done)),
-                          pool(), [], {"h100": "on"}, NOW)
+                          pool(), RUNNING, {"h100": "on"}, NOW)
     assert [a.signal.reason for a in actions] == ["xid"]
     # Every pod of a gang says the same verdict: one action.
     message = check_message([BAD], [GOOD])
@@ -168,10 +172,10 @@ def test_a_node_already_quarantined_is_not_patched_again_but_another_job_on_it_s
 
 def test_at_most_a_quarter_of_a_pool_is_quarantined_and_at_least_one_node_may_be():
     assert [r.pool_limit(n) for n in (1, 2, 3, 4, 7, 8, 16)] == [1, 1, 1, 1, 1, 2, 4]
-    actions, (skip,) = r.decide(straggler(), jobs(job()), pool(16, taint=4), [], {"h100": "on"}, NOW)
+    actions, (skip,) = r.decide(straggler(), jobs(job()), pool(16, taint=4), RUNNING, {"h100": "on"}, NOW)
     assert actions == [] and skip.why == "pool h100: 4 of 16 nodes quarantined already, at most 4 (25%)"
     assert not skip.quiet
-    actions, _ = r.decide(straggler(), jobs(job()), pool(16, taint=3), [], {"h100": "on"}, NOW)
+    actions, _ = r.decide(straggler(), jobs(job()), pool(16, taint=3), RUNNING, {"h100": "on"}, NOW)
     assert len(actions) == 1
     # A pool scaled to a job's two nodes may lose one, not both (two nodes both slow in their pair: the first by
     # name goes; the check of the next start, on its replacement, tells whether the other is bad too).
@@ -184,25 +188,37 @@ def test_at_most_a_quarter_of_a_pool_is_quarantined_and_at_least_one_node_may_be
                               NOW, {"h100": 16})
     assert sorted(a.signal.node for a in actions) == sorted([BAD, GOOD]) and skips == []
     # dry-run changes nothing, so it is never capped.
-    actions, skips = r.decide(straggler(), jobs(job()), pool(16, taint=4), [], {"h100": "dry-run"}, NOW)
+    actions, skips = r.decide(straggler(), jobs(job()), pool(16, taint=4), RUNNING, {"h100": "dry-run"}, NOW)
     assert [a.action for a in actions] == ["would-quarantine"] and skips == []
 
 
 def test_alerts_remediate_one_node_per_job_per_ten_minutes_and_the_pre_step_check_is_exempt():
     two = r.alert_signals(alerts(firing(on=BAD), firing(on=OTHER)), REASONS)
-    actions, (skip,) = r.decide(two, jobs(job()), pool(), [], {"h100": "on"}, NOW)
+    actions, (skip,) = r.decide(two, jobs(job()), pool(), RUNNING, {"h100": "on"}, NOW)
     assert [a.signal.node for a in actions] == [BAD]
     assert skip.why == ("job training/llm had a node remediated at 2026-09-21T14:13:20Z: at most one per job per "
                         "10 minutes for alerts")
     recent = [{"at": r.rfc3339(NOW - 599), "node": GOOD, "reason": "pre-step-check", "action": "quarantined"}]
-    assert r.decide(straggler(), jobs(job(records=recent)), pool(), [], {"h100": "on"}, NOW)[0] == []
+    assert r.decide(straggler(), jobs(job(records=recent)), pool(), RUNNING, {"h100": "on"}, NOW)[0] == []
     old = [{**recent[0], "at": r.rfc3339(NOW - 600)}]
-    assert len(r.decide(straggler(), jobs(job(records=old)), pool(), [], {"h100": "on"}, NOW)[0]) == 1
+    assert len(r.decide(straggler(), jobs(job(records=old)), pool(), RUNNING, {"h100": "on"}, NOW)[0]) == 1
     # The pre-step check names every failed node at once, before any step: all of them, within the pool's share.
     message = check_message([BAD, OTHER], [GOOD])
     actions, skips = r.decide(r.pre_step_signals(failed_pod(message)), jobs(job(records=recent)), pool(), [],
                               {"h100": "on"}, NOW)
     assert [a.signal.node for a in actions] == [BAD, OTHER] and skips == []
+
+
+def test_an_alert_about_a_node_the_job_no_longer_runs_on_is_not_acted_on():
+    # A finished job's pods stay Succeeded on nodes now another job's; a restarted one's ran elsewhere since.
+    finished = pod("llm-0", BAD)
+    finished["status"]["phase"] = "Succeeded"
+    for pods in ([finished], [pod("llm-0", GOOD)], [pod("llm-0", BAD, job="other")],
+                 [pod("llm-0", BAD, deletionTimestamp="2026-09-21T14:13:00Z")], []):
+        actions, (skip,) = r.decide(straggler(), jobs(job()), pool(), pods, {"h100": "on"}, NOW)
+        assert actions == [] and skip.why == f"no running pod of job training/llm on {BAD} now", pods
+    (action,), _ = r.decide(straggler(), jobs(job()), pool(), [pod("llm-0", BAD)], {"h100": "dry-run"}, NOW)
+    assert action.action == "would-quarantine"
 
 
 def test_a_job_or_node_that_is_gone_is_skipped_quietly():

@@ -101,7 +101,7 @@ def controller_metrics() -> set[str]:
 
 def test_the_metric_lists_are_read():
     assert {"kube_pod_labels", "kube_node_labels", "kube_node_status_condition", "kube_pod_info",
-            "kube_pod_start_time", "kube_pod_container_resource_requests"} <= kube_state_metrics()
+            "kube_pod_status_phase", "kube_pod_start_time", "kube_pod_container_resource_requests"} <= kube_state_metrics()
     assert {"kueue_pending_workloads", "kueue_admitted_active_workloads"} <= kueue_metrics()
     assert {"tx_bytes", "rx_bytes", "rdma_read_bytes", "rdma_write_bytes", "retrans_pkts"} <= efa_port_counters()
     assert dcgm_fields()["DCGM_FI_DEV_XID_ERRORS"] == "gauge"
@@ -219,8 +219,9 @@ def test_per_job_rules_and_alerts_are_per_namespace_and_name():
     matches, by namespace too (dev's texts but for the namespace)."""
     dev = stack_config("dev")
     records = {r["record"]: r["expr"] for r in alerts.recording_rules(dev)}
-    assert records[alerts.JOB_NODE] == (f"max by (namespace, node, gpucluster_job) ({alerts.JOB_POD} * {JOB_POD_JOIN} "
-                                        '(node) kube_pod_info{node!=""})')
+    assert records[alerts.JOB_NODE] == (f"max by (namespace, node, gpucluster_job) (({alerts.JOB_POD} and on "
+                                        '(namespace, pod) (kube_pod_status_phase{phase="Running"} == 1)) * '
+                                        f'{JOB_POD_JOIN} (node) kube_pod_info{{node!=""}})')
     assert records[alerts.JOB_START] == ("min by (namespace, gpucluster_job) (kube_pod_start_time * "
                                          f"{JOB_POD_JOIN} (gpucluster_job) {alerts.JOB_POD})")
     by_name = {r["alert"]: r for r in alerts.alert_rules(dev)}

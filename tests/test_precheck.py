@@ -158,6 +158,38 @@ def test_a_slow_aggregate_with_every_pair_fast_blames_nobody():
     assert pv.failed(verdicts) == [] and {v["verdict"] for v in verdicts.values()} == {PASS}
 
 
+def test_slow_everywhere_is_the_setup_s_fault_and_no_node_is_blamed():
+    # Every pair below the pass mark (an image's old NCCL, a job env taking NCCL off EFA, a wrong expected value):
+    # by pairs alone all four would fail; quarantining them would only bring fresh nodes that fail the same way.
+    pairs = {("a", "b"): 250.0, ("c", "d"): 251.0, ("b", "c"): 249.0, ("d", "a"): 250.5}
+    verdicts = pv.judge({n: ok() for n in "abcd"}, 240.0, 487.0, pairs)
+    assert pv.failed(verdicts) == []
+    assert {v["verdict"] for v in verdicts.values()} == {PEER}
+    assert {v["reason"] for v in verdicts.values()} == {pv.SYSTEMIC_REASON}
+    assert verdicts["a"]["detail"] == ("slow-all-reduce: all_reduce with b 250.0 GB/s, with d 250.5 GB/s; pass at "
+                                       "340.9 GB/s or more; 4 of 4 nodes failed: a fault of the job's image or "
+                                       "setup, not of a node; no node is blamed")
+    text = pv.message(verdicts, 240.0, 487.0, 3.0)
+    assert pv.exit_code(text, True) == 0
+    assert pv.report_lines(text)[-1] == (
+        "gpucluster pre-step check: all_reduce bus bandwidth 240 GB/s, expected 487 (pass at 340.9); failed on most "
+        "nodes, so on none: look at the image and the job's NCCL setup in 3 s: the job's command runs")
+
+
+def test_half_the_nodes_failing_is_still_theirs_and_more_is_not():
+    bad = {"verdict": FAIL, "reason": "efa-missing", "detail": "0 of 32"}
+    two_of_four = pv.judge({"a": bad, "b": bad, "c": ok(), "d": ok()}, None, 487.0)
+    assert pv.failed(two_of_four) == ["a", "b"]
+    three_of_four = pv.judge({"a": bad, "b": bad, "c": bad, "d": ok()}, None, 487.0)
+    assert pv.failed(three_of_four) == [] and three_of_four["d"] == ok()
+    assert {three_of_four[n]["reason"] for n in "abc"} == {pv.SYSTEMIC_REASON}
+    # Two adjacent slow nodes of four: each is slow with both neighbours, their other neighbours with one.
+    pairs = {("a", "b"): 3.0, ("c", "d"): 450.0, ("b", "c"): 3.1, ("d", "a"): 3.2}
+    assert pv.failed(pv.judge({n: ok() for n in "abcd"}, 3.0, 487.0, pairs)) == ["a", "b"]
+    # Both of two nodes without EFA: no pod of the job sees it (its spec, the pod's view of sysfs), not the nodes.
+    assert pv.failed(pv.judge({"a": bad, "b": bad}, None, 487.0)) == []
+
+
 # -- the message ----------------------------------------------------------------------------------------------
 
 def test_the_message_is_the_one_doctor_reads():

@@ -368,6 +368,7 @@ def test_promtool_the_same_job_name_in_two_team_namespaces_is_two_jobs(tmp_path)
         series += [
             {"series": f'kube_pod_labels{{{pod}, uid="{ns}-uid", label_gpucluster_io_job="train"}}', "values": "1x60"},
             {"series": f'kube_pod_info{{{pod}, uid="{ns}-uid", node="{node}"}}', "values": "1x60"},
+            {"series": f'kube_pod_status_phase{{{pod}, uid="{ns}-uid", phase="Running"}}', "values": "1x60"},
             {"series": f'kube_pod_start_time{{{pod}, uid="{ns}-uid"}}', "values": f"{started}x60"},
             {"series": f'DCGM_FI_DEV_GPU_UTIL{{node="{node}", gpu="0", {pod}}}', "values": f"{util}x60"},
         ]

@@ -98,9 +98,10 @@ def node_quarantined(bundle: Bundle) -> list[Finding]:
             if done:
                 title = (f"The goodput controller quarantined {len({r.get('node') for r in done})} node(s) under the "
                          f"job and restarted it: {', '.join(sorted({r.get('reason', '?') for r in done}))}")
-                fix = ("nothing to do for the job (it resumes from its newest checkpoint on a replacement); the "
-                       "quarantined instances keep billing until you terminate them: `kubectl get nodes -l "
-                       "gpucluster.io/pool` and the taint gpucluster.io/quarantine name them")
+                fix = ("nothing to do for the job (it resumes from its newest checkpoint on a replacement); a "
+                       "quarantined node runs no new pod and cluster-autoscaler removes it once idle, except on a "
+                       "pool at its minNodes, where it stays and holds a slot: the taint gpucluster.io/quarantine "
+                       "names it; terminate the instance or put it back (README, Goodput)")
             else:
                 title = (f"Dry run: the goodput controller would have quarantined "
                          f"{', '.join(sorted({r.get('node', '?') for r in records}))}")

@@ -27,6 +27,7 @@ RESULT_MARKER = "gpucluster-pre-step-result "
 CHUNK_CHARS = 200
 MPI_TAG = re.compile(r"\[\d+,\d+\]<std(?:out|err)>:")
 PREFIX = "gpucluster pre-step check:"
+SYSTEMIC_REASON = "most-nodes-failed"
 
 # 1 GiB: on 2x p5.48xlarge nccl-tests reaches 437 GB/s there, 0.90 of its 16 GiB peak of 487 GB/s (the
 # expected value; awsome-distributed-training micro-benchmarks/nccl-tests/README.md "Results"; 2x p4de: 76.8 at
@@ -110,13 +111,33 @@ def judge(local: dict[str, dict[str, str]], busbw: float | None, expected_gbps: 
           pairs: dict[tuple[str, str], float] | None = None) -> dict[str, dict[str, str]]:
     """Every node's verdict, from the local checks (node -> local_check()), the aggregate bus bandwidth and, when
     that was slow, the pairs' (node, node) -> GB/s. A node fails when its local check did or it was slow with
-    every neighbour; one slow with some is peer-failed (its peer is to blame); of 2 slow nodes neither fails."""
+    every neighbour; one slow with some is peer-failed (its peer is to blame); of 2 slow nodes neither fails; and
+    when more than half the nodes would fail, none does (systemic())."""
     if busbw is None or any(v["verdict"] != names.VERDICT_PASS for v in local.values()):
-        return {n: verdict(v["verdict"], v["reason"], v["detail"]) for n, v in local.items()}
+        return systemic({n: verdict(v["verdict"], v["reason"], v["detail"]) for n, v in local.items()})
+    return systemic(_by_pairs(local, busbw, expected_gbps, pairs or {}))
+
+
+def systemic(verdicts: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+    """More than half the nodes failing is not their fault: the image's NCCL or aws-ofi-nccl, a job env that takes
+    NCCL off EFA, the pod's view of /sys/class/infiniband, a driver or AMI, or an expected value that is wrong for
+    the type. Quarantining them would only make the autoscaler bring fresh nodes that fail the same way, so each
+    failed node becomes peer-failed (SYSTEMIC_REASON), nobody is blamed, and the job runs."""
+    bad = failed(verdicts)
+    if len(bad) <= len(verdicts) // 2:
+        return verdicts
+    note = (f"{len(bad)} of {len(verdicts)} nodes failed: a fault of the job's image or setup, not of a node; "
+            "no node is blamed")
+    return {n: (verdict(names.VERDICT_PEER, SYSTEMIC_REASON, f"{v['reason']}: {v['detail']}; {note}")
+                if n in bad else v) for n, v in verdicts.items()}
+
+
+def _by_pairs(local: dict[str, dict[str, str]], busbw: float, expected_gbps: float,
+              pairs: dict[tuple[str, str], float]) -> dict[str, dict[str, str]]:
     limit = threshold_gbps(expected_gbps)
     out = {}
     for node, own in local.items():
-        mine = {(b if a == node else a): bw for (a, b), bw in (pairs or {}).items() if node in (a, b)}
+        mine = {(b if a == node else a): bw for (a, b), bw in pairs.items() if node in (a, b)}
         slow = {peer: bw for peer, bw in mine.items() if bw < limit}
         measured = "all_reduce " + ", ".join(f"with {peer} {bw:.1f} GB/s" for peer, bw in mine.items())
         if busbw >= limit or not slow:
@@ -179,8 +200,11 @@ def report_lines(text: str, enforced: bool = True) -> list[str]:
     measured = (f"all_reduce bus bandwidth {busbw:g} GB/s, expected {expected:g} (pass at {threshold_gbps(expected):g})"
                 if busbw is not None and expected else "no all_reduce")
     bad = failed(body["nodes"])
+    everywhere = any(v["reason"] == SYSTEMIC_REASON for v in body["nodes"].values())
     outcome = (f"did not finish: {body['error']}" if body.get("error") else
-               f"failed on {', '.join(bad)}" if bad else "passed")
+               f"failed on {', '.join(bad)}" if bad else
+               "failed on most nodes, so on none: look at the image and the job's NCCL setup" if everywhere
+               else "passed")
     if exit_code(text, enforced):
         ends = f"exit {names.PRE_STEP_EXIT_CODE}, the job's command does not run"
     elif body.get("error"):

@@ -165,6 +165,15 @@ def pool_of(node: dict[str, Any]) -> str | None:
     return ((node.get("metadata") or {}).get("labels") or {}).get(POOL_LABEL)
 
 
+def running_on(pods: list[dict[str, Any]], signal: Signal) -> bool:
+    """Whether a pod of the signal's job runs on its node (phase Running, not being deleted)."""
+    return any(p["metadata"].get("namespace") == signal.namespace
+               and (p["metadata"].get("labels") or {}).get(JOB_LABEL) == signal.job
+               and (p.get("spec") or {}).get("nodeName") == signal.node
+               and (p.get("status") or {}).get("phase") == "Running"
+               and not p["metadata"].get("deletionTimestamp") for p in pods)
+
+
 def pool_limit(pool_nodes: int) -> int:
     return max(1, math.floor(MAX_POOL_SHARE * pool_nodes))
 
@@ -209,6 +218,11 @@ def decide(signals: list[Signal], jobs: dict[tuple[str, str], Job], nodes: list[
             continue
         if mode == names.MODE_OFF:
             skips.append(Skip(signal, f"pool {pool or '(none)'}: remediation off", quiet=True))
+            continue
+        if signal.reason != names.REASON_PRE_STEP and not running_on(pods, signal):
+            # An alert reads a few minutes back: the job may have finished or moved off the node since, which
+            # then holds another job (the pre-step check's pod has ended by design: it is exempt).
+            skips.append(Skip(signal, f"no running pod of job {key[0]}/{key[1]} on {signal.node} now"))
             continue
         tainted = quarantined(node)
         if signal.reason != names.REASON_PRE_STEP and key in acted and now - acted[key] < JOB_WINDOW_SECONDS:

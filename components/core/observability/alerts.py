@@ -24,6 +24,8 @@ API_VERSION = "monitoring.coreos.com/v1"
 JOB_POD = m.JOB_POD  # 1 per (namespace, pod, gpucluster_job)
 # A job is its namespace and name: teams may each run a job of the same name.
 JOB_NODE = m.JOB_NODE
+# kube-state-metrics v2.20.0 kube_pod_status_phase (STABLE): 1 for the pod's phase (tests/upstream/metrics).
+RUNNING_POD = 'kube_pod_status_phase{phase="Running"} == 1'
 JOB_START = "gpucluster:job_start_time:seconds"  # the oldest pod's start, per (namespace, gpucluster_job)
 NODE_BANDWIDTH = "gpucluster:node_network_bandwidth:gbps"  # the instance type's, per node
 COST = "gpucluster:cluster_cost_usd_per_hour"  # nodes running now, at the stack's prices
@@ -58,7 +60,10 @@ def recording_rules(cfg: StackConfig) -> list[dict[str, Any]]:
         for t in _types(cfg))
     return [
         {"record": JOB_POD, "expr": _job_pod_rule()},
-        {"record": JOB_NODE, "expr": f"max by (namespace, node, {m.JOB}) ({JOB_POD} * on (namespace, pod) "
+        # Running pods only: a finished job's pods stay (Succeeded) until the job is deleted, and their nodes,
+        # given to the next jobs, are not its nodes any more (its GPUs idle, its straggler, its NCCL).
+        {"record": JOB_NODE, "expr": f"max by (namespace, node, {m.JOB}) (({JOB_POD} and on (namespace, pod) "
+                                     f"({RUNNING_POD})) * on (namespace, pod) "
                                      'group_left (node) kube_pod_info{node!=""})'},
         {"record": JOB_START, "expr": f"min by (namespace, {m.JOB}) (kube_pod_start_time * on (namespace, pod) "
                                       f"group_left ({m.JOB}) {JOB_POD})"},
