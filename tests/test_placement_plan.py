@@ -192,6 +192,28 @@ def test_warnings(pools, jobs, expected):
     assert list(placement_plan(pools, jobs, {"block": 2}).warnings) == expected
 
 
+REPLACEMENT = ("pool {pool}: atomicScaleUp with no topology: after {causes}, a job's re-created pod gets no new node "
+               "(cluster-autoscaler leaves pods that consume a ProvisioningRequest to it) and waits 30m for Kueue to "
+               "requeue the job; set atomicScaleUp: false to have the autoscaler replace nodes as they go")
+
+
+@pytest.mark.parametrize(("pool", "causes"), [
+    # g5.48xlarge: EFA, but EKS labels no network layer on it, so its pool has no topology.
+    ({"instanceType": "g5.48xlarge", "capacityType": "SPOT"}, "Spot reclaims"),
+    ({"instanceType": "p5.48xlarge", "topology": "off", "minNodes": 4, "remediation": "on"},
+     "the goodput controller's quarantines"),
+    ({"instanceType": "g5.48xlarge", "capacityType": "SPOT", "remediation": "on"},
+     "Spot reclaims and the goodput controller's quarantines"),
+    ({"instanceType": "p5.48xlarge", "capacityType": "SPOT", "remediation": "on"}, None),  # a topology: Kueue swaps
+    ({"instanceType": "g5.48xlarge", "capacityType": "SPOT", "atomicScaleUp": False}, None),
+    ({"instanceType": "g5.48xlarge"}, None),  # on demand, no remediation: nothing re-creates its pods
+])
+def test_an_atomic_pool_without_a_topology_warns_when_its_pods_get_re_created(pool, causes):
+    pools = [{"name": "gpus", "maxNodes": 4, **pool}]
+    warnings = list(placement_plan(pools, [], {}).warnings)
+    assert warnings == ([("warning", REPLACEMENT.format(pool="gpus", causes=causes))] if causes else [])
+
+
 # -- the report and its text -------------------------------------------------------------------------------
 
 
@@ -259,8 +281,9 @@ def test_a_required_job_says_what_can_be_met_means():
         "  b: 2 nodes on nopg, required within one layer-3 network domain (topology.k8s.aws/network-node-layer-3): the "
         "autoscaler adds nodes without regard to network domains, so if the 2 it gets do not share one, Kueue cannot "
         "place it, their 10-min booking expires and Kueue asks again, billing them each time (up to $23.85 per "
-        "attempt: 2 x p5.48xlarge x 13 min; $143.10 over 6 attempts), then deactivates it; can be met at maxNodes (2 "
-        "of 16) if EC2 places them so: EC2 does not promise how many nodes share one layer-3 network node; the pool "
+        "attempt: 2 x p5.48xlarge x 13 min; $143.10 over 6 attempts), then deactivates it; a retry mostly finds the "
+        "same nodes (the autoscaler counts idle ones as capacity): prefer preferred, a broader layer or reserved "
+        "capacity; can be met at maxNodes (2 of 16) if EC2 places them so: EC2 does not promise how many nodes share one layer-3 network node; the pool "
         "has no cluster placement group; admitted atomically (one ProvisioningRequest per attempt for its 2 nodes); a "
         "partial scale-up bills up to $11.93 per attempt (1 x p5.48xlarge x 13 min: the 10-min booking, then "
         "idleMinutes 3), $71.55 over 6 attempts")

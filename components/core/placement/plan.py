@@ -175,7 +175,9 @@ def plan(cfg: StackConfig, reserved_nodes: dict[str, int] | None = None) -> Plac
         pool = cfg.pool(job.pool)
         rows.append(job_placement(job.name, False, job.nodes, topology.job_placement(job, pool),
                                   job.placement.policy if job.placement else None, pool, cfg, reserved))
-    return PlacementPlan(tuple(rows), tuple(w for row in rows for w in _warnings(row)))
+    pools = provisioning.replacement_warnings(cfg.gpu_pools, topology.pool_layers, queueing.PODS_READY_RECOVERY_TIMEOUT)
+    return PlacementPlan(tuple(rows), tuple(w for row in rows for w in _warnings(row)) + tuple(("warning", w)
+                                                                                          for w in pools))
 
 
 def _who(row: JobPlacement) -> str:
@@ -201,7 +203,9 @@ def _misses(j: dict[str, Any]) -> str:  # required on a pool that scales: when i
     return (f"the autoscaler adds nodes without regard to network domains, so if the {n} it gets do not share one, "
             f"Kueue cannot place it, their {BOOKING_MINUTES}-min booking expires and Kueue asks again, billing them "
             f"each time (up to ${usd:,.2f} per attempt: {n} x {j['instanceType']} x {p['minutes']:g} min; "
-            f"${usd * p['attempts']:,.2f} over {p['attempts']} attempts), then deactivates it")
+            f"${usd * p['attempts']:,.2f} over {p['attempts']} attempts), then deactivates it; a retry mostly "
+            "finds the same nodes (the autoscaler counts idle ones as capacity): prefer preferred, a broader layer "
+            "or reserved capacity")
 
 
 def _warnings(row: JobPlacement) -> list[tuple[str, str]]:

@@ -55,6 +55,26 @@ def atomic_pools(pools: Sequence[Any]) -> list[Any]:
     return [p for p in pools if not getattr(p, "is_cpu", False) and getattr(p, "atomic_scale_up", False)]
 
 
+def replacement_warnings(pools: Sequence[Any], layers_of: Any, recovery: str) -> list[str]:
+    """Atomic pools without a topology whose pods get re-created while their job runs (a Spot reclaim, the goodput
+    controller's quarantine): Kueue writes the request's name on the job's pods (provisioning/controller.go
+    podSetUpdates, autoscaling.x-k8s.io/consume-provisioning-request) and cluster-autoscaler adds no node for a pod
+    that carries it (processors/provreq/pods_filter.go at cluster-autoscaler-1.35.2), so a re-created pod waits for
+    Kueue's pods-ready recovery timeout, which requeues the job. With a topology Kueue swaps the node at once, or
+    requeues the job and asks anew (TASFailedNodeReplacement, TASFailedNodeReplacementFailFast)."""
+    out = []
+    for pool in atomic_pools(pools):
+        causes = [c for c, on in (("Spot reclaims", getattr(pool, "is_spot", False)),
+                                  ("the goodput controller's quarantines", getattr(pool, "remediation", "off") == "on"))
+                  if on]
+        if causes and layers_of(pool) == 0:
+            out.append(f"pool {pool.name}: atomicScaleUp with no topology: after {' and '.join(causes)}, a job's "
+                       "re-created pod gets no new node (cluster-autoscaler leaves pods that consume a "
+                       f"ProvisioningRequest to it) and waits {recovery} for Kueue to requeue the job; set "
+                       "atomicScaleUp: false to have the autoscaler replace nodes as they go")
+    return out
+
+
 def needed(pools: Sequence[Any]) -> bool:
     return bool(atomic_pools(pools))
 
