@@ -136,3 +136,26 @@ def test_a_pool_that_scales_with_a_topology_must_admit_atomically_but_a_fixed_on
     assert topology.pool_topology(cfg.pool("fixed")) == "gpucluster-network-3"
     # A type EKS does not label has no topology to lose.
     assert parsed([{**G5, "atomicScaleUp": False}], [job(pool="a10")]).gpu_pools[0].atomic_scale_up is False
+
+
+def region_problems(region: str, pools: list[dict]) -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        parse_stack(stack_raw("dev", {"aws:region": region, "gpucluster:gpuAvailabilityZone": None,
+                                      "gpucluster:gpuPools": pools, "gpucluster:jobs": []}), "gpucluster", "dev")
+    return [str(p) for p in info.value.problems if ".topology" in str(p)]  # the others: ARNs of the partition
+
+
+@pytest.mark.parametrize("region", ["eu-south-1", "cn-north-1", "us-gov-east-1", "ap-southeast-5"])
+def test_a_topology_in_a_region_ec2_describes_none_of_is_refused(region):
+    assert region_problems(region, [P5, {**G5, "name": "g5"}, {**P6, "topology": "off"}]) == [
+        f"gpucluster:gpuPools[0].topology: got 'auto' for p5.48xlarge in {region}, where EC2 describes no instance "
+        "topology (EC2 User Guide, 'Prerequisites for Amazon EC2 topology', AWS Regions), so EKS labels no node with "
+        "a network layer and a Kueue topology would match none; set `topology: off`"]
+
+
+@pytest.mark.parametrize("region", ["us-east-1", "eu-west-1", "ap-northeast-1", "us-gov-west-1", "il-central-1"])
+def test_the_regions_ec2_describes_topology_in_keep_it(region):
+    assert hw.region_problem(region, "p5.48xlarge", "auto") is None
+    assert hw.region_problem("eu-south-1", "p5.48xlarge", "off") is None
+    assert hw.region_problem("eu-south-1", "g5.48xlarge", "auto") is None
+    assert len(hw.TOPOLOGY_REGIONS) == 29

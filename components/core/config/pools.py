@@ -131,7 +131,9 @@ class GpuPoolConfig(_PoolFacts, Model):
     topology: Choice(*TOPOLOGY_MODES) = Field(
         "auto", description="`auto`: a Kueue topology over the EC2 network layers EKS labels the pool's nodes with "
                             "(g6e, p4d, p4de, p5, p5e, p5en: 3; p6-b200, p6-b300: 4), so jobs can ask to be placed "
-                            "close (`jobs[].placement`); none for other types; `off`: no topology, required with "
+                            "close (`jobs[].placement`); none for other types; refused in a Region where EC2 "
+                            "describes no topology (its 'Prerequisites for Amazon EC2 topology'); `off`: no "
+                            "topology, required there and with "
                             "`atomicScaleUp` false on a pool that scales (Kueue places by topology only onto nodes "
                             "that exist); Kueue cannot take a topology off a deployed pool (README, How jobs run)")
     pre_step_check: Bool = Field(

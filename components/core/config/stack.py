@@ -426,6 +426,12 @@ class StackConfig(StackKeys):
         if zone and region and not re.fullmatch(ZONE_ID_PATTERN, zone) and not zone.startswith(region):
             yield "gpuAvailabilityZone", f"got {show(zone)}; must be a zone of aws:region {region!r}"
 
+    @rule("gpu_pools", "region")
+    def _topology_in_region(self):
+        for i, pool in entries(self.gpu_pools) if self.region else ():
+            if why := topology.region_problem(self.region, pool.instance_type, pool.topology):
+                yield f"gpuPools[{i}].topology", why
+
     @rule("admin_principal_arns", "job_policy_arns", "region")
     def _arns_in_the_region_s_partition(self):
         if not self.region:

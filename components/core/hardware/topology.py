@@ -14,6 +14,15 @@ from __future__ import annotations
 from components.core.hardware import catalog
 
 NETWORK_LAYERS = {"g6e": 3, "p4d": 3, "p4de": 3, "p5": 3, "p5e": 3, "p5en": 3, "p6-b200": 4, "p6-b300": 4}
+# The same page's "AWS Regions": EC2 describes (and EKS labels) instance topology only there; elsewhere (Milan,
+# Cape Town's neighbours, the China Regions, GovCloud US-East...) a node gets no layer label and a Kueue topology
+# would match none of them. eusc-de-east-1: the AWS European Sovereign Cloud (Germany).
+TOPOLOGY_REGIONS = frozenset({
+    "us-east-1", "us-east-2", "us-west-1", "us-west-2", "af-south-1", "ap-southeast-3", "ap-east-1", "ap-south-2",
+    "ap-southeast-4", "ap-south-1", "ap-northeast-3", "ap-northeast-2", "ap-southeast-1", "ap-southeast-2",
+    "ap-northeast-1", "ca-central-1", "eu-central-1", "eu-west-1", "eu-west-2", "eu-west-3", "eu-south-2",
+    "eu-north-1", "eu-central-2", "il-central-1", "me-south-1", "me-central-1", "sa-east-1", "us-gov-west-1",
+    "eusc-de-east-1"})
 LAYER_LABEL = "topology.k8s.aws/network-node-layer-{}"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 MAX_LAYERS = max(NETWORK_LAYERS.values())
@@ -22,6 +31,16 @@ MAX_LAYERS = max(NETWORK_LAYERS.values())
 def network_layers(instance_type: str) -> int:
     """How many network-node layers EKS labels a node of this type with; 0: none."""
     return NETWORK_LAYERS.get(catalog.get(instance_type).family, 0)
+
+
+def region_problem(region: str, instance_type: str, topology_mode: str) -> str | None:
+    """Why a pool's `topology: auto` cannot work in `region` (EC2 gives no topology there); None when it can.
+    Refused, not switched off: a flavor's topologyName cannot be removed once set, so the choice is the file's."""
+    if topology_mode != "auto" or network_layers(instance_type) == 0 or region in TOPOLOGY_REGIONS:
+        return None
+    return (f"got 'auto' for {instance_type} in {region}, where EC2 describes no instance topology (EC2 User Guide, "
+            "'Prerequisites for Amazon EC2 topology', AWS Regions), so EKS labels no node with a network layer and "
+            "a Kueue topology would match none; set `topology: off`")
 
 
 def layer_label(layer: int) -> str:
