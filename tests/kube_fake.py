@@ -140,6 +140,9 @@ class FakeKube:
         if path in self.collections or (method in ("GET", "POST") and collection not in self.collections
                                         and name in {k.plural for k in self.served().values()}):
             items = list(self.collections.get(path, {}).values())
+            if method == "GET" and path not in self.collections:  # a namespaced kind listed across namespaces
+                items = next((self.objects(k.kind) for k in self.served().values() if k.namespaced and
+                              k.path() == path), items)
             if method == "POST":
                 meta = body.get("metadata", {})
                 if meta.get("name") in self.collections.get(path, {}):

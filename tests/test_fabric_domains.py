@@ -109,7 +109,8 @@ def test_one_test_per_domain_with_two_nodes_and_one_pair_across(fake, capsys):
         "  across nn-3c9a41f07be2d5c16 and nn-8e04b7a2196cf3d0a: ip-10-1-0-11 and ip-10-1-1-21 -> "
         "nccl-tests-h100-across",
         "  without topology.k8s.aws/network-node-layer-3: ip-10-1-3-41: untested",
-        "submitted 3 MPIJobs to training: 2 x p5.48xlarge each, priority gpucluster-fabric-test, at most 30 min each",
+        "submitted 3 MPIJobs to training: 2 x p5.48xlarge each, priority gpucluster-fabric-test, each at most 30 min "
+        "once it runs",
         "compare them once they finish: python -m bootstrap nccl-report --stack prod --pool h100"]
     created = [r.body["metadata"]["name"] for r in fake.requests if r.method == "POST"]
     assert created == ["nccl-tests-h100-be2d5c16", "nccl-tests-h100-96cf3d0a", "nccl-tests-h100-across"]
@@ -261,7 +262,8 @@ def test_a_pool_without_topology_gets_the_single_test_and_says_why(fake, capsys,
     assert lines == [
         "pool dev: no network topology (its `topology` is off): one test over 2 nodes anywhere in the pool",
         "  -> nccl-tests-dev-any",
-        "submitted 1 MPIJob to training: 2 x g6e.xlarge each, priority gpucluster-fabric-test, at most 30 min each",
+        "submitted 1 MPIJob to training: 2 x g6e.xlarge each, priority gpucluster-fabric-test, each at most 30 min "
+        "once it runs",
         "compare them once they finish: python -m bootstrap nccl-report --stack fab --pool dev"]
     job = jobs(fake)["nccl-tests-dev-any"]
     assert worker(job)["spec"]["nodeSelector"] == {"gpucluster.io/pool": "dev"}
@@ -327,3 +329,39 @@ def test_two_single_node_domains_get_only_the_pair_across(fake, capsys):
         "  across nn-3c9a41f07be2d5c16 and nn-d15f6e0c3a8b47e29: ip-10-1-0-11 and ip-10-1-2-31 -> "
         "nccl-tests-h100-across"]
     assert sorted(jobs(fake)) == ["nccl-tests-h100-across"]
+
+
+def gpu_pod(name: str, on: str, phase: str = "Running", gpus: str = "8", daemonset: bool = False) -> dict:
+    owner = [{"kind": "DaemonSet", "name": "dcgm-exporter", "uid": "ds-1"}] if daemonset else []
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "team-a" if not daemonset else "monitoring",
+                         "ownerReferences": owner},
+            "spec": {"nodeName": on, "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": gpus}}}]},
+            "status": {"phase": phase}}
+
+
+def test_nodes_a_job_holds_are_left_out_so_no_test_waits_for_them(fake, capsys):
+    # Two of block A's four Ready nodes run a job (any namespace); a finished pod and a DaemonSet's hold nothing.
+    for obj in [*prod_nodes(), gpu_pod("llm-0", "ip-10-1-0-11"), gpu_pod("llm-1", "ip-10-1-0-12"),
+                gpu_pod("old-0", "ip-10-1-0-13", phase="Succeeded"), gpu_pod("dcgm", "ip-10-1-0-14", daemonset=True),
+                gpu_pod("cpu-0", "ip-10-1-1-21", gpus="0")]:
+        fake.add(obj)
+    code, lines, err = run(capsys, "--stack", "prod", "--pool", "h100")
+    assert (code, err) == (0, "")
+    assert lines[:3] == ["pool h100: 7 Ready nodes in 3 domains of topology.k8s.aws/network-node-layer-3",
+                         "  3 domains: 2 tested within, and one pair across two",
+                         "  nn-3c9a41f07be2d5c16: 2 nodes -> nccl-tests-h100-be2d5c16"]
+    assert "  running a job: ip-10-1-0-11, ip-10-1-0-12: untested (a test there would wait for the job)" in lines
+    across = jobs(fake)["nccl-tests-h100-across"]
+    assert record(across)["hosts"] == ["ip-10-1-0-13", "ip-10-1-1-21"]
+    pod_lists = [r for r in fake.requests if r.method == "GET" and r.path == "/api/v1/pods"]
+    assert [r.query.get("fieldSelector") for r in pod_lists] == ["status.phase!=Succeeded,status.phase!=Failed"]
+
+
+def test_every_ready_node_busy_submits_nothing(fake, capsys):
+    for obj in [node("ip-10-1-0-11", A, S1), node("ip-10-1-0-12", A, S1), gpu_pod("a", "ip-10-1-0-11"),
+                gpu_pod("b", "ip-10-1-0-12")]:
+        fake.add(obj)
+    code, lines, _ = run(capsys, "--stack", "prod", "--pool", "h100")
+    assert code == 1
+    assert lines[1] == "  every Ready node runs a job (2): run this again when some are free"

@@ -36,6 +36,7 @@ ACROSS = "across"  # the test's name suffix for the pair across two domains
 ANYWHERE = "any"  # ... for the single test of a pool without a topology
 SUFFIX_CHARS = 8  # of a network node id (nn- and 17 hex digits): its last 8 tell the pool's domains apart
 KUEUE_PODSET_PREFIX = "kueue.x-k8s.io/podset-"
+GPU = "nvidia.com/gpu"
 TEST_NODES = launcher.FABRIC_TEST_NODES
 
 
@@ -60,6 +61,7 @@ class Plan:
     unlabeled: tuple[str, ...]  # Ready nodes without the layer's label (EKS labels them as they join)
     tests: tuple[DomainTest, ...]
     note: str
+    busy: tuple[str, ...] = ()  # Ready nodes a job's GPU pods hold: left out
 
     @property
     def label(self) -> str | None:
@@ -76,6 +78,24 @@ def ready(node: dict[str, Any]) -> bool:
         return False
     return any(c.get("type") == "Ready" and c.get("status") == "True"
                for c in (node.get("status") or {}).get("conditions") or [])
+
+
+def busy_nodes(pods: list[dict[str, Any]]) -> set[str]:
+    """The nodes where an unfinished pod asks for GPUs (not a DaemonSet's). A test pinned to such a node's domain
+    would wait for the job there, and the autoscaler cannot help it (it adds nodes to a pool, not to a domain):
+    its ProvisioningRequest would retry until the domain's nodes free up, and they may idle out first."""
+    out = set()
+    for pod in pods:
+        spec, meta = pod.get("spec") or {}, pod.get("metadata") or {}
+        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed") or not spec.get("nodeName") or any(
+                ref.get("kind") == "DaemonSet" for ref in meta.get("ownerReferences") or []):
+            continue
+        containers = [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]
+        if any({**((c.get("resources") or {}).get("limits") or {}),
+                **((c.get("resources") or {}).get("requests") or {})}.get(GPU, "0") not in ("0", 0)
+               for c in containers):
+            out.add(spec["nodeName"])
+    return out
 
 
 def hostname(node: dict[str, Any]) -> str:
@@ -106,14 +126,16 @@ def job_name(pool: Any, suffix: str) -> str:
     return f"{launcher.nccl_test_name(pool)}-{suffix}"
 
 
-def plan(pool: Any, nodes: list[dict[str, Any]], layer: int | None = None) -> Plan:
-    """The tests for the pool's nodes (as the API lists them) at `layer` (default: the pool's closest)."""
-    names = sorted(n["metadata"]["name"] for n in nodes if ready(n))
+def plan(pool: Any, nodes: list[dict[str, Any]], layer: int | None = None, busy: set[str] | None = None) -> Plan:
+    """The tests for the pool's nodes (as the API lists them) at `layer` (default: the pool's closest), on those
+    no job's GPU pods hold (`busy`, busy_nodes())."""
+    held = tuple(sorted(n["metadata"]["name"] for n in nodes if ready(n) and n["metadata"]["name"] in (busy or ())))
+    names = sorted(n["metadata"]["name"] for n in nodes if ready(n) and n["metadata"]["name"] not in held)
     layers = pool_layers(pool)
     if not layers:
         return Plan(pool.name, 0, (), (), (DomainTest(job_name(pool, ANYWHERE), ()),),
                     f"no network topology ({no_topology_reason(pool)}): one test over {TEST_NODES} nodes anywhere "
-                    "in the pool")
+                    "in the pool", held)
     layer = layer or layers
     label = hw.layer_label(layer)
     by_name = {n["metadata"]["name"]: n for n in nodes}
@@ -134,10 +156,14 @@ def plan(pool: Any, nodes: list[dict[str, Any]], layer: int | None = None) -> Pl
         pair = sorted((first, second), key=lambda d: d.id)
         tests.append(DomainTest(job_name(pool, ACROSS), tuple(d.id for d in pair),
                           tuple(hostname(by_name[d.nodes[0]]) for d in pair)))
-    return Plan(pool.name, layer, domains, tuple(unlabeled), tuple(tests), _note(len(names), domains, tests, label))
+    return Plan(pool.name, layer, domains, tuple(unlabeled), tuple(tests),
+                _note(len(names), domains, tests, label, held), held)
 
 
-def _note(ready_nodes: int, domains: tuple[Domain, ...], tests: list[DomainTest], label: str) -> str:
+def _note(ready_nodes: int, domains: tuple[Domain, ...], tests: list[DomainTest], label: str,
+          held: tuple[str, ...] = ()) -> str:
+    if not ready_nodes and held:
+        return f"every Ready node runs a job ({len(held)}): run this again when some are free"
     if not ready_nodes:
         return ("no Ready nodes: the domains are known once nodes run; start some (a job, or the stack's fabric "
                 "test) and run this again")

@@ -5,7 +5,8 @@ layer K (default: the pool's closest), and submits one 2-node nccl-tests
 all_reduce MPIJob (the stack's fabric test, at its priority) pinned to each
 domain that has 2 nodes, plus one pair across two domains: nccl-report
 --stack S --pool P then compares them. A domain with one node is listed as
-untested; a pool without a network topology gets one test anywhere in it.
+untested, and so is a node a job's GPU pods hold (the test would wait for
+it); a pool without a network topology gets one test anywhere in it.
 The previous run's tests of the pool are removed first. Each test's 2 nodes
 bill while it runs (minutes).
 
@@ -53,7 +54,8 @@ def main(argv: list[str], sleep: Callable[[float], None] = time.sleep,
         check_layer(pool, args.layer)
         kube, namespace = common.cluster(args, cfg)
         nodes = kube.list(kinds.NODE, selector=f"{POOL_LABEL}={pool.name}")
-        plan = fabric_domains.plan(pool, nodes, args.layer)
+        pods = kube.list(kinds.POD, field_selector="status.phase!=Succeeded,status.phase!=Failed")
+        plan = fabric_domains.plan(pool, nodes, args.layer, fabric_domains.busy_nodes(pods))
         removed, created = [], []
         if plan.tests:
             base = launcher.nccl_test_mpijob(pool, namespace, image_cache=ops.image_cache(kube, namespace))
@@ -124,7 +126,7 @@ def to_json(plan: fabric_domains.Plan, namespace: str, removed: list[str]) -> di
     return {"pool": plan.pool, "namespace": namespace, "layer": plan.layer, "label": plan.label,
             "note": plan.note,
             "domains": [{"domain": d.id, "nodes": list(d.nodes), "test": tests.get(d.id)} for d in plan.domains],
-            "unlabeled": list(plan.unlabeled),
+            "unlabeled": list(plan.unlabeled), "busy": list(plan.busy),
             "tests": [{"name": t.name, "domains": list(t.domains), "hosts": list(t.hosts)} for t in plan.tests],
             "removed": removed}
 
@@ -150,13 +152,15 @@ def render(plan: fabric_domains.Plan, pool, namespace: str, removed: list[str], 
             lines.append(f"  -> {test.name}")
     if plan.unlabeled:
         lines.append(f"  without {plan.label}: {', '.join(plan.unlabeled)}: untested")
+    if plan.busy:
+        lines.append(f"  running a job: {', '.join(plan.busy)}: untested (a test there would wait for the job)")
     if not plan.tests:
         return "\n".join(lines)
     if removed:
         lines.append(f"removed the previous run: {', '.join(removed)}")
     lines.append(f"submitted {count(len(plan.tests), 'MPIJob')} to {namespace}: {fabric_domains.TEST_NODES} x "
-                 f"{pool.instance_type} each, priority {queueing.FABRIC_TEST_PRIORITY}, at most "
-                 f"{launcher.FABRIC_TEST_DEADLINE_SECONDS // 60} min each")
+                 f"{pool.instance_type} each, priority {queueing.FABRIC_TEST_PRIORITY}, each at most "
+                 f"{launcher.FABRIC_TEST_DEADLINE_SECONDS // 60} min once it runs")
     lines.append(f"compare them once they finish: python -m bootstrap nccl-report --stack {stack} --pool {pool.name}")
     return "\n".join(lines)
 
