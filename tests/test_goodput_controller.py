@@ -163,6 +163,20 @@ def test_a_failed_pre_step_check_quarantines_the_node_restarts_the_job_and_recor
     assert 'gpucluster_goodput_remediations_total{reason="pre-step-check",action="quarantined"} 1.0' in text
 
 
+def test_the_watch_wakes_the_controller_for_a_pod_the_check_failed_once(kube):
+    ctl = make(kube)
+    failed = kube.collections["/api/v1/namespaces/training/pods"]["llm-node-0-0-a"]
+    healthy = kube.collections["/api/v1/namespaces/training/pods"]["llm-node-0-1-b"]
+    watch = controller.PodWatch(ctl.api, "training", ctl.ended, ctl.lock, ctl.wake)
+    watch.keep(healthy)
+    assert not ctl.wake.is_set() and ctl.ended == {}
+    watch.keep(failed)
+    assert ctl.wake.is_set() and list(ctl.ended) == [failed["metadata"]["uid"]]
+    ctl.wake.clear()
+    watch.keep(failed)  # the same pod again (MODIFIED, DELETED): already due
+    assert not ctl.wake.is_set()
+
+
 def test_dry_run_from_the_config_map_records_the_alert_and_leaves_the_node_schedulable(kube):
     kube.collections["/api/v1/namespaces/monitoring/configmaps"][agent.CONFIG_MAP] = config_map("dry-run")
     kube.collections["/api/v1/namespaces/training/pods"]["llm-node-0-0-a"] = job_pod("llm-node-0-0-a", GOOD, 0)

@@ -90,14 +90,22 @@ def owner_trainjob(obj: dict[str, Any]) -> bool:
 class PodWatch(threading.Thread):
     """Keeps the job pods of one namespace that ended with the pre-step check's exit code (last version seen)."""
 
-    def __init__(self, api: kubeapi.Client, namespace: str, found: dict[str, dict[str, Any]], lock: threading.Lock):
+    def __init__(self, api: kubeapi.Client, namespace: str, found: dict[str, dict[str, Any]], lock: threading.Lock,
+                 wake: threading.Event | None = None):
         super().__init__(name=f"watch-{namespace}", daemon=True)
         self.api, self.namespace, self.found, self.lock = api, namespace, found, lock
+        self.wake = wake or threading.Event()
 
     def keep(self, pod: dict[str, Any]) -> None:
+        """Keep a pod the check failed and wake the controller at once: the job's gang restarts within a second
+        or two, and each restart the bad node is not yet tainted for lands on it again and spends one of the
+        job's restarts."""
         if remediation.pre_step_signals(pod):
             with self.lock:
+                new = pod["metadata"]["uid"] not in self.found
                 self.found[pod["metadata"]["uid"]] = pod
+            if new:
+                self.wake.set()
 
     def run(self) -> None:
         pods = path("v1", "pods", self.namespace)
@@ -130,6 +138,7 @@ class Controller:
         self.books = records.Books(api, accounting)
         self.lock = threading.Lock()
         self.ended: dict[str, dict[str, Any]] = {}  # pod uid -> a pod that ended with the check's exit code
+        self.wake = threading.Event()  # a pass is due now (a pod the check failed, or SIGTERM)
         self.watches: dict[str, PodWatch] = {}
         self.metrics = metrics_text.Metrics()
         self.said: set[str] = set()  # log lines said once (a skip repeats every pass)
@@ -184,7 +193,7 @@ class Controller:
         cfg = self.config()
         for namespace in cfg.namespaces if self.watch else ():
             if namespace not in self.watches:
-                self.watches[namespace] = PodWatch(self.api, namespace, self.ended, self.lock)
+                self.watches[namespace] = PodWatch(self.api, namespace, self.ended, self.lock, self.wake)
                 self.watches[namespace].start()
         nodes = self.api.list("/api/v1/nodes")
         jobs = self.jobs(cfg.namespaces)
@@ -276,16 +285,22 @@ def main(argv: list[str] | None = None) -> int:
     api = kubeapi.Client.from_env({**os.environ, **{k: v for k, v in explicit.items() if v}})
     controller = Controller(api, args.config, os.environ.get(PROMETHEUS_ENV) or None)
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+
+    def terminate(*_: Any) -> None:
+        stop.set()
+        controller.wake.set()
+
+    signal.signal(signal.SIGTERM, terminate)
     server = metrics_text.serve(controller.metrics, args.bind, args.port)
     log(f"serving /metrics and /healthz on {args.bind}:{args.port}; config {args.config}")
     interval = 10.0
     while not stop.is_set():
+        controller.wake.clear()  # a pod found during the pass wakes the next one at once
         try:
             interval = controller.pass_once().interval_seconds
         except Exception:  # noqa: BLE001 - the API server restarting, a CRD missing: say why, try again
             log(f"pass failed:\n{traceback.format_exc()}")
-        stop.wait(interval)
+        controller.wake.wait(interval)
     server.shutdown()
     return 0
 
