@@ -245,6 +245,19 @@ def test_the_record_is_kept_in_a_config_map_and_written_again_only_when_it_chang
         in text
 
 
+def test_a_record_never_takes_the_name_or_place_of_another_config_map(kube):
+    # A job named "code": its record is gpucluster-goodput-job-code, never the check's gpucluster-goodput-code.
+    assert names.RECORD_PREFIX + "code" != prestep.CODE_CONFIG_MAP
+    # A ConfigMap already at a record's name that is not that job's record is left alone, and says so.
+    where = "/api/v1/namespaces/training/configmaps"
+    kube.add({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": names.RECORD_PREFIX + "llm",
+                                                                    "namespace": "training"}, "data": {"mine": "1"}})
+    ctl = make(kube)
+    ctl.pass_once(NOW)
+    assert kube.collections[where][names.RECORD_PREFIX + "llm"]["data"] == {"mine": "1"}
+    assert not [q for q in kube.requests if q.method == "PUT" and q.path.startswith(where)]
+
+
 def test_the_config_names_every_mode_and_the_prometheus_override_wins():
     cfg = controller.Config.parse(json.dumps({"pools": {"h100": "on"}, "prometheusUrl": "http://kps:9090"}), "http://x")
     assert (cfg.prometheus_url, cfg.interval_seconds, cfg.log_tail_lines) == ("http://x", 10.0, 200)

@@ -136,7 +136,7 @@ def test_an_unknown_job_is_a_clear_error_and_exit_2(cluster, capsys):
     assert (code, out) == (2, "")
     assert err == ("python -m bootstrap report: error: no MPIJob or TrainJob 'llama' in namespace training (`python -m "
                    "bootstrap status` lists them); no goodput record of it either (ConfigMap "
-                   "gpucluster-goodput-llama)\n")
+                   "gpucluster-goodput-job-llama)\n")
     assert cli.run(["report", "nope"]) == 2
     assert "Traceback" not in capsys.readouterr().err
 

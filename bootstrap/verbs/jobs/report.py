@@ -11,7 +11,7 @@ minNodes). Training and lost work come from the job's step lines
 Goodput): useful steps, and with --stack the cost at the pool's price and per
 useful step. Then what the goodput controller's remediation did to the job.
 
-Reads the controller's record of the job (ConfigMap gpucluster-goodput-JOB in
+Reads the controller's record of the job (ConfigMap gpucluster-goodput-job-JOB in
 its namespace: what it saw of every attempt) and what is live now (the job,
 its Workload, pods, nodes, rank 0's log: bootstrap/jobs/goodput.py); a job
 deleted since is reported from its record. A team's job is in its team's

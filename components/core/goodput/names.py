@@ -55,6 +55,7 @@ PHASES = ("queued", "scaling_up", "pulling_image", "initialising", "training", "
 GPU_SECONDS_METRIC = "gpucluster_job_gpu_seconds"  # gauge {namespace, gpucluster_job, phase}
 GOODPUT_METRIC = "gpucluster_job_goodput_ratio"  # gauge {namespace, gpucluster_job}: training / paid
 # The controller's record of a job's life (pods and logs go with each restart): a ConfigMap in the
-# job's namespace, named this prefix + the job's name, data[RECORD_KEY] = JSON (accounting.py).
-RECORD_PREFIX = "gpucluster-goodput-"
+# job's namespace, named this prefix + the job's name, data[RECORD_KEY] = JSON (accounting.py). "-job-" keeps
+# it apart from the check's code ConfigMap, gpucluster-goodput-code, whatever the job is called.
+RECORD_PREFIX = "gpucluster-goodput-job-"
 RECORD_KEY = "record.json"

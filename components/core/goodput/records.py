@@ -70,6 +70,9 @@ class Books:
         name = names.RECORD_PREFIX + job.name
         where = kubeapi.path("v1", "configmaps", job.namespace, name)
         stored = self.api.get(where)
+        if stored is not None and (stored["metadata"].get("labels") or {}).get(JOB_LABEL) != job.name:
+            raise kubeapi.ApiError("GET", where, 409, f"ConfigMap {job.namespace}/{name} is not a record of job {job.name} (no "
+                                        f"{JOB_LABEL}={job.name} label): left alone, the job is not accounted")
         try:
             before = json.loads((stored.get("data") or {}).get(names.RECORD_KEY) or "null") if stored else None
         except ValueError:
