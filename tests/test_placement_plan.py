@@ -283,13 +283,16 @@ def test_a_required_job_says_what_can_be_met_means():
         "place it, their 10-min booking expires and Kueue asks again, billing them each time (up to $23.85 per "
         "attempt: 2 x p5.48xlarge x 13 min; $143.10 over 6 attempts), then deactivates it; a retry mostly finds the "
         "same nodes (the autoscaler counts idle ones as capacity): prefer preferred, a broader layer or reserved "
-        "capacity; can be met at maxNodes (2 of 16) if EC2 places them so: EC2 does not promise how many nodes share one layer-3 network node; the pool "
-        "has no cluster placement group; admitted atomically (one ProvisioningRequest per attempt for its 2 nodes); a "
-        "partial scale-up bills up to $11.93 per attempt (1 x p5.48xlarge x 13 min: the 10-min booking, then "
+        "capacity; can be met at maxNodes (2 of 16) if EC2 places them so: EC2 does not promise how many nodes "
+        "share one layer-3 network node; the pool has no cluster placement group; admitted atomically (one "
+        "ProvisioningRequest per attempt for its 2 nodes); a partial scale-up bills up to $11.93 per attempt (1 x p5.48xlarge x 13 min: the 10-min booking, then "
         "idleMinutes 3), $71.55 over 6 attempts")
     assert text[4:] == [BOOKING_NOTE, PODS_READY_NOTE, ATOMIC_NOTE, "  WARNING: job llama (16 nodes) on pool h100, "
                         "whose atomicScaleUp is false: nodes arrive one by one; a partial scale-up bills up to $550.40 "
-                        "per attempt (15 x p5.48xlarge x 40 min), $3,302.40 over 6 attempts"]
+                        "per attempt (15 x p5.48xlarge x 40 min), $3,302.40 over 6 attempts",
+                        "  WARNING: pool h100 admits on quota while nopg scales up atomically: Kueue's blockAdmission "
+                        "is then off for the whole cluster (it would stall the atomic pools' admission), so several "
+                        "jobs there may each hold part of their nodes while they wait for the rest"]
     block = placement.render(placement_plan([BLOCK], [job("b", "block", 2, placement={"policy": "required"})],
                                             {"block": 2}).to_dict())
     assert block[2].startswith(
@@ -340,3 +343,15 @@ def test_a_capacity_block_job_larger_than_the_block_through_the_cli(tmp_path):
     assert lines[1].startswith("  pair: 2 nodes on block, ") and \
         "; can be met in its Capacity Block (2 of 2 instances); " in lines[1]
     assert lines[-1] == f"  ERROR: {error}"
+
+
+def test_a_pool_on_quota_beside_an_atomic_one_loses_the_block_and_the_plan_says_so():
+    atomic = {"name": "h100", "instanceType": "p5.48xlarge", "maxNodes": 4}
+    quota = {"name": "a10", "instanceType": "g5.48xlarge", "maxNodes": 4, "atomicScaleUp": False}
+    single = {"name": "one", "instanceType": "g5.48xlarge", "maxNodes": 1, "atomicScaleUp": False}
+    assert list(placement_plan([atomic, quota, single], []).warnings) == [(
+        "warning", "pool a10 admits on quota while h100 scales up atomically: Kueue's blockAdmission is then off for "
+                   "the whole cluster (it would stall the atomic pools' admission), so several jobs there may each "
+                   "hold part of their nodes while they wait for the rest")]
+    assert list(placement_plan([atomic], []).warnings) == []
+    assert list(placement_plan([quota], []).warnings) == []  # no check: the block is on

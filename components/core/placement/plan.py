@@ -175,7 +175,9 @@ def plan(cfg: StackConfig, reserved_nodes: dict[str, int] | None = None) -> Plac
         pool = cfg.pool(job.pool)
         rows.append(job_placement(job.name, False, job.nodes, topology.job_placement(job, pool),
                                   job.placement.policy if job.placement else None, pool, cfg, reserved))
-    pools = provisioning.replacement_warnings(cfg.gpu_pools, topology.pool_layers, queueing.PODS_READY_RECOVERY_TIMEOUT)
+    pools = [*provisioning.replacement_warnings(cfg.gpu_pools, topology.pool_layers,
+                                                queueing.PODS_READY_RECOVERY_TIMEOUT),
+             *provisioning.block_admission_warnings(cfg.gpu_pools)]
     return PlacementPlan(tuple(rows), tuple(w for row in rows for w in _warnings(row)) + tuple(("warning", w)
                                                                                           for w in pools))
 

@@ -75,6 +75,21 @@ def replacement_warnings(pools: Sequence[Any], layers_of: Any, recovery: str) ->
     return out
 
 
+def block_admission_warnings(pools: Sequence[Any]) -> list[str]:
+    """Pools that admit on quota beside an atomic one: Kueue's waitForPodsReady.blockAdmission is off for the whole
+    cluster whenever an admission check exists (kube/queueing.py kueue_config says why), so their multi-node jobs
+    lose the one-half-started-job-at-a-time guard and each may hold part of its nodes while it waits."""
+    gpu = [p for p in pools if not getattr(p, "is_cpu", False)]
+    atomic = atomic_pools(gpu)
+    quota = [p.name for p in gpu if p not in atomic and p.max_nodes > 1]
+    if not atomic or not quota:
+        return []
+    return [f"pool{'s' if len(quota) > 1 else ''} {', '.join(quota)} admit{'' if len(quota) > 1 else 's'} on quota "
+            f"while {', '.join(p.name for p in atomic)} scale{'' if len(atomic) > 1 else 's'} up atomically: "
+            "Kueue's blockAdmission is then off for the whole cluster (it would stall the atomic pools' admission), "
+            "so several jobs there may each hold part of their nodes while they wait for the rest"]
+
+
 def needed(pools: Sequence[Any]) -> bool:
     return bool(atomic_pools(pools))
 
