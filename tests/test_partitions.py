@@ -12,7 +12,7 @@ import pytest
 from bootstrap.offline import mocks
 from bootstrap.verbs import backend
 from components.aws import lookups
-from components.core.hardware import catalog
+from components.core.hardware import catalog, topology
 from components.core.hardware.partitions import dns_suffix, partition_of
 from tests.conftest import stack_raw
 
@@ -23,6 +23,13 @@ ARN = re.compile(r"arn:([a-z0-9-]+):")
 ZONES = {"us-gov-west-1": [("us-gov-west-1a", "usgw1-az1"), ("us-gov-west-1b", "usgw1-az2"),
                            ("us-gov-west-1c", "usgw1-az3")],
          "cn-north-1": [("cn-north-1a", "cnn1-az1"), ("cn-north-1b", "cnn1-az2")]}
+
+
+def pools_for(region: str, stack: str = "dev") -> dict:
+    """The stack's GPU pools, with `topology: off` where EC2 describes no topology (China, GovCloud US-East)."""
+    raw = json.loads(stack_raw(stack)["gpucluster:gpuPools"])
+    off = region not in topology.TOPOLOGY_REGIONS
+    return {"gpucluster:gpuPools": [{**pool, "topology": "off"} if off else pool for pool in raw]}
 
 
 def test_every_region_botocore_knows_has_botocore_s_partition():
@@ -61,7 +68,7 @@ def test_a_stack_in_govcloud_or_china_builds_every_arn_in_its_partition(monkeypa
     # No pull-through cache rules in these regions (ECR User Guide): the stack turns the cache off.
     rec = mocks.run_program(stack_raw("dev", {"aws:region": region, "gpucluster:adminPrincipalArns": [admin],
                                               "gpucluster:storage": {"bucketName": "kept-data"},
-                                              "gpucluster:imageCache": False}), "dev")
+                                              "gpucluster:imageCache": False, **pools_for(region)}), "dev")
     per_resource = {r.name: partitions(r.inputs, set()) for r in rec.resources}
     wrong = {name: found for name, found in per_resource.items() if found - {partition}}
     assert not wrong
@@ -113,6 +120,6 @@ def test_the_image_cache_is_refused_where_ecr_has_no_pull_through_cache(region):
     from tests.test_config import problems
 
     admin = f"arn:{'aws-cn' if region.startswith('cn') else 'aws-us-gov'}:iam::000000000000:role/gpucluster-admin"
-    found = problems({"aws:region": region, "gpucluster:adminPrincipalArns": [admin]})
+    found = problems({"aws:region": region, "gpucluster:adminPrincipalArns": [admin], **pools_for(region)})
     assert found == [f"gpucluster:imageCache: is true (the default), but ECR has no pull-through cache rules in "
                      f"{region}; set gpucluster:imageCache: false (nodes then pull public images through NAT)"]
