@@ -20,6 +20,7 @@ cards, of which card 0 is ENA-only and 16 carry EFA.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Literal
 
@@ -46,17 +47,17 @@ PRIMARY = NetworkInterfaceSpec(network_card_index=0, device_index=0, interface_t
 
 def interface_layout(instance: InstanceType, efa_enabled: bool = True) -> list[NetworkInterfaceSpec]:
     """The interfaces to attach: the ENA primary, then one efa-only per EFA card up to the limit."""
-    layout = [PRIMARY]
+    return list(_layout(instance, efa_enabled))
+
+
+@functools.cache  # a type's layout never changes; config checks ask for it thousands of times
+def _layout(instance: InstanceType, efa_enabled: bool) -> tuple[NetworkInterfaceSpec, ...]:
     if not (efa_enabled and instance.efa_supported):
-        return layout
-    for card in instance.efa_cards:
-        if sum(spec.is_efa for spec in layout) == instance.max_efa_interfaces:
-            break
-        # Card 0's device index 0 is the primary; everywhere else index 0 is free.
-        device_index = 1 if card == 0 else 0
-        layout.append(NetworkInterfaceSpec(network_card_index=card, device_index=device_index,
-                                           interface_type="efa-only"))
-    return layout
+        return (PRIMARY,)
+    # Card 0's device index 0 is the primary; everywhere else index 0 is free.
+    return (PRIMARY, *(NetworkInterfaceSpec(network_card_index=card, device_index=1 if card == 0 else 0,
+                                            interface_type="efa-only")
+                       for card in instance.efa_cards[:instance.max_efa_interfaces]))
 
 
 def efa_interface_count(instance: InstanceType, efa_enabled: bool = True) -> int:
