@@ -365,3 +365,18 @@ def test_every_ready_node_busy_submits_nothing(fake, capsys):
     code, lines, _ = run(capsys, "--stack", "prod", "--pool", "h100")
     assert code == 1
     assert lines[1] == "  every Ready node runs a job (2): run this again when some are free"
+
+
+def test_a_rerun_while_the_last_run_s_workers_still_run_tests_their_nodes_again(fake, capsys):
+    # The previous run's workers hold block A's nodes (GPU pods of its MPIJob): they are removed first, not busy.
+    for obj in prod_nodes():
+        fake.add(obj)
+    assert run(capsys, "--stack", "prod", "--pool", "h100")[0] == 0
+    for i, node_name in enumerate(("ip-10-1-0-11", "ip-10-1-0-12")):
+        worker_pod = gpu_pod(f"nccl-tests-h100-be2d5c16-worker-{i}", node_name)
+        worker_pod["metadata"].update(namespace=NS, labels={"gpucluster.io/job": "nccl-tests-h100-be2d5c16"})
+        fake.add(worker_pod)
+    code, lines, _ = run(capsys, "--stack", "prod", "--pool", "h100")
+    assert code == 0
+    assert "  nn-3c9a41f07be2d5c16: 4 nodes -> nccl-tests-h100-be2d5c16" in lines
+    assert not [line for line in lines if line.startswith("  running a job")]

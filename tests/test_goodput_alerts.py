@@ -122,11 +122,16 @@ def node_labels(node: str, pool: str = "h100") -> dict:
                       f'label_node_kubernetes_io_instance_type="p5.48xlarge"}}', "values": f"1x{MINUTES}"}
 
 
+PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
+
+
 def pod(job: str, name: str, node: str, ns: str = "training", phase: str = "Running") -> list[dict]:
+    """A pod's kube-state-metrics series: kube_pod_status_phase for every phase, 1 for its own, 0 for the rest."""
     base = f'namespace="{ns}", pod="{name}", uid="{ns}-{name}"'
     return [{"series": f'kube_pod_labels{{{base}, label_gpucluster_io_job="{job}"}}', "values": f"1x{MINUTES}"},
             {"series": f'kube_pod_info{{{base}, node="{node}"}}', "values": f"1x{MINUTES}"},
-            {"series": f'kube_pod_status_phase{{{base}, phase="{phase}"}}', "values": f"1x{MINUTES}"}]
+            *({"series": f'kube_pod_status_phase{{{base}, phase="{p}"}}', "values": f"{int(p == phase)}x{MINUTES}"}
+              for p in PHASES)]
 
 
 def gpus(node: str, util: str, pod_: str = "", ns: str = "training", count: int = 2) -> list[dict]:
@@ -199,6 +204,9 @@ def test_promtool_nccl_on_sockets_names_the_busy_efa_node_whose_counters_went_fl
                                                                        phase="Succeeded"),
         *job("solo", {"n15": 90}), *efa("n15", flat), *job("next", {"n16": 90, "n17": 90}), *efa("n16", rising),
         *efa("n17", rising),
+        # A second kube-state-metrics replica (a rolling update) reports llm's pod on n2 again.
+        {"series": 'kube_pod_info{namespace="training", pod="llm-worker-1", uid="training-llm-worker-1", node="n2", '
+                   'instance="10.0.9.9:8080"}', "values": f"1x{MINUTES}"},
     ]
     # Flat from minute 20: the 5-minute rate is 0 from minute 24 (its window (19, 24]), firing 5 minutes on.
     run(tmp_path, cfg, [rule], series, [

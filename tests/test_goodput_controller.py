@@ -245,7 +245,7 @@ def test_the_record_is_kept_in_a_config_map_and_written_again_only_when_it_chang
         in text
 
 
-def test_a_record_never_takes_the_name_or_place_of_another_config_map(kube):
+def test_a_record_never_takes_the_name_or_place_of_another_config_map(kube, capsys):
     # A job named "code": its record is gpucluster-goodput-job-code, never the check's gpucluster-goodput-code.
     assert names.RECORD_PREFIX + "code" != prestep.CODE_CONFIG_MAP
     # A ConfigMap already at a record's name that is not that job's record is left alone, and says so.
@@ -256,6 +256,9 @@ def test_a_record_never_takes_the_name_or_place_of_another_config_map(kube):
     ctl.pass_once(NOW)
     assert kube.collections[where][names.RECORD_PREFIX + "llm"]["data"] == {"mine": "1"}
     assert not [q for q in kube.requests if q.method == "PUT" and q.path.startswith(where)]
+    said = capsys.readouterr().out
+    assert ("ConfigMap training/gpucluster-goodput-job-llm is not a record of job llm (no gpucluster.io/job=llm "
+            "label): left alone, the job is not accounted") in said and "Traceback" not in said
 
 
 def test_the_config_names_every_mode_and_the_prometheus_override_wins():

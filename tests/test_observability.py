@@ -221,7 +221,8 @@ def test_per_job_rules_and_alerts_are_per_namespace_and_name():
     records = {r["record"]: r["expr"] for r in alerts.recording_rules(dev)}
     assert records[alerts.JOB_NODE] == (f"max by (namespace, node, gpucluster_job) (({alerts.JOB_POD} and on "
                                         '(namespace, pod) (kube_pod_status_phase{phase="Running"} == 1)) * '
-                                        f'{JOB_POD_JOIN} (node) kube_pod_info{{node!=""}})')
+                                        f'{JOB_POD_JOIN} (node) max by (namespace, pod, node) '
+                                        '(kube_pod_info{node!=""}))')
     assert records[alerts.JOB_START] == ("min by (namespace, gpucluster_job) (kube_pod_start_time * "
                                          f"{JOB_POD_JOIN} (gpucluster_job) {alerts.JOB_POD})")
     by_name = {r["alert"]: r for r in alerts.alert_rules(dev)}

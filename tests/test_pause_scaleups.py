@@ -17,10 +17,27 @@ CHECK = "gpucluster-atomic-scale-up"
 
 
 def workload(name: str, *true: str, namespace: str = "training") -> dict:
+    # The conditions a stopped queue leaves: QuotaReserved False ("ClusterQueue ... is stopped"), Admitted False.
     return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
             "metadata": {"name": f"trainjob-{name}-1a2b3", "namespace": namespace, "uid": f"uid-{name}",
                          "ownerReferences": [{"kind": "TrainJob", "name": name, "controller": True}]},
-            "status": {"conditions": [{"type": t, "status": "True"} for t in true]}}
+            "status": {"conditions": [{"type": t, "status": "True" if t in true else "False"}
+                                      for t in ("QuotaReserved", "Admitted")]}}
+
+
+def queues(stop_policy: str | None = "Hold") -> list[dict]:
+    """training's and team-a's LocalQueues and the ClusterQueues they feed (gpucluster stopped as pause sets it)."""
+    spec = {"stopPolicy": stop_policy} if stop_policy else {}
+    return [{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "gpucluster"},
+             "spec": spec},
+            {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "team-a"},
+             "spec": {"stopPolicy": "HoldAndDrain"}},
+            {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "elsewhere"},
+             "spec": {}},  # fed by no LocalQueue of the stack's: not the pause's
+            {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+             "metadata": {"name": "gpu", "namespace": "training"}, "spec": {"clusterQueue": "gpucluster"}},
+            {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+             "metadata": {"name": "gpu", "namespace": "team-a"}, "spec": {"clusterQueue": "team-a"}}]
 
 
 def request(job: str, attempt: int = 1, provisioned: bool = False, namespace: str = "training") -> dict:
@@ -33,9 +50,9 @@ def request(job: str, attempt: int = 1, provisioned: bool = False, namespace: st
             "status": {"conditions": [{"type": "Provisioned", "status": "True" if provisioned else "False"}]}}
 
 
-def cluster(*objects: dict) -> FakeKube:
-    """The fake API server of a cluster with cluster-autoscaler's ProvisioningRequest CRD."""
-    return FakeKube(objects, serves=(PROVISIONING_REQUEST,))
+def cluster(*objects: dict, stop_policy: str | None = "Hold") -> FakeKube:
+    """The fake API server of a paused cluster with cluster-autoscaler's ProvisioningRequest CRD."""
+    return FakeKube([*queues(stop_policy), *objects], serves=(PROVISIONING_REQUEST,))
 
 
 def left_requests(fake: FakeKube, namespace: str = "training") -> list[str]:
@@ -93,8 +110,26 @@ def test_release_gives_up_after_the_settle_time_and_names_what_kueue_still_holds
     with fake.start():
         left = scaleups.release(fake.client(), ("training",), lambda _: None, sleep=lambda s: None,
                                 clock=lambda: next(now))
-    assert left == [f"training/trainjob-settling-1a2b3-{CHECK}-1"]
+    assert left == ["training/settling"]
     assert left_requests(fake) == [f"trainjob-settling-1a2b3-{CHECK}-1"]
+
+
+def test_nothing_is_deleted_while_a_queue_the_stack_feeds_runs():
+    # The pause not applied yet, or --stack pointing at another cluster: Kueue would only ask again.
+    fake = cluster(workload("held"), request("held"), stop_policy=None)
+    with fake.start(), pytest.raises(scaleups.NotPaused, match=r"ClusterQueue gpucluster is not stopped"):
+        scaleups.release(fake.client(), ("training", "team-a"), lambda _: None)
+    assert left_requests(fake) == [f"trainjob-held-1a2b3-{CHECK}-1"]
+    assert scaleups.running_queues(queues("None")[:3], queues()[3:]) == ["gpucluster"]
+
+
+def test_a_request_kueue_deleted_first_is_not_reported_cancelled():
+    fake = cluster(workload("held"), request("held"))
+    fake.fail[("DELETE", PROVISIONING_REQUEST.path("training", f"trainjob-held-1a2b3-{CHECK}-1"))] = (404, "gone")
+    lines: list[str] = []
+    with fake.start():
+        assert scaleups.release(fake.client(), ("training",), lines.append) == []
+    assert lines == []
 
 
 # -- through pause ---------------------------------------------------------------------------------------------
@@ -151,9 +186,21 @@ def test_jobs_kueue_still_holds_quota_for_are_exit_1(tmp_path, capsys):
     code = pausing.release_scale_ups(cfg, None, print, lambda stack, kubeconfig: None,
                                      release=lambda kube, namespaces, out: ["training/r-1"])
     assert code == 1
-    assert capsys.readouterr().err.startswith(
-        "gpucluster: Kueue still holds quota for the jobs of training/r-1 after 60 s: has `pulumi up --stack prod` "
-        "applied the pause?")
+    assert capsys.readouterr().err == (
+        "gpucluster: Kueue still holds quota for training/r-1 after 60 s though its queue is stopped: run `python -m "
+        "bootstrap pause --stack prod --release-scale-ups` again in a minute\n")
+
+
+def test_a_cluster_whose_queues_run_is_exit_1_and_says_which(tmp_path, capsys):
+    cfg, _, _ = pausing.stackfile.load_stack("prod", project(tmp_path, "prod"))
+    fake = cluster(workload("held"), request("held"), stop_policy=None)
+    with fake.start():
+        code = pausing.release_scale_ups(cfg, None, print, lambda stack, kubeconfig: fake.client())
+    assert code == 1
+    assert capsys.readouterr().err == (
+        "gpucluster: nothing cancelled: ClusterQueue gpucluster is not stopped (stopPolicy None) in the cluster "
+        "reached for prod: has `pulumi up --stack prod` applied the pause, and is this its cluster (--kubeconfig, or "
+        "a context named prod)? Then run `python -m bootstrap pause --stack prod --release-scale-ups`\n")
 
 
 def test_release_only_refuses_a_stack_that_is_not_paused(tmp_path, capsys):

@@ -76,8 +76,11 @@ def release_scale_ups(cfg: config.StackConfig, kubeconfig: str | None, out: Call
     yet); 2 the cluster cannot be read. Nothing to do without a pool that scales up atomically."""
     if not any(pool.atomic_scale_up for pool in cfg.gpu_pools):
         return 0
-    if connect is None:
-        from bootstrap.cluster.connect import connect
+    if connect is None:  # the stack's own cluster: its context named as the stack, else the kubeconfig's current
+        from bootstrap.cluster.connect import connect_stack
+
+        def connect(stack: str, path: str | None) -> Kube:
+            return connect_stack(stack, path, current=True)
     again = f"python -m bootstrap pause --stack {cfg.stack} --release-scale-ups"
     try:
         left = release(connect(cfg.stack, kubeconfig), job_namespaces(cfg), out)
@@ -86,10 +89,14 @@ def release_scale_ups(cfg: config.StackConfig, kubeconfig: str | None, out: Call
               f"cancelled ({err}); the autoscaler may still raise their nodes: run `{again}` once the cluster can "
               "be reached", file=sys.stderr)
         return 2
+    except scaleups.NotPaused as err:
+        print(f"gpucluster: nothing cancelled: {err} in the cluster reached for {cfg.stack}: has `pulumi up --stack "
+              f"{cfg.stack}` applied the pause, and is this its cluster (--kubeconfig, or a context named "
+              f"{cfg.stack})? Then run `{again}`", file=sys.stderr)
+        return 1
     if left:
-        print(f"gpucluster: Kueue still holds quota for the jobs of {', '.join(left)} after "
-              f"{scaleups.SETTLE_SECONDS:.0f} s: has `pulumi up --stack {cfg.stack}` applied the pause? Then run "
-              f"`{again}`", file=sys.stderr)
+        print(f"gpucluster: Kueue still holds quota for {', '.join(left)} after {scaleups.SETTLE_SECONDS:.0f} s "
+              f"though its queue is stopped: run `{again}` again in a minute", file=sys.stderr)
         return 1
     out("no scale-up is left for a queued job: the autoscaler raises no node while the stack is paused")
     return 0

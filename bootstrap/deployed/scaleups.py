@@ -10,7 +10,8 @@ finish deletes requests (CleanupProvisioningRequestsOnEviction, beta and on in 0
 go on scaling the pool up for a job that cannot start, and bill its nodes for the booking time (10 min) plus the
 pool's idle time, during the pause. After the pause's `pulumi up`, release() deletes those requests: the
 autoscaler stops asking, and nodes it already raised for them go once idle. Kueue makes a new request when resume
-gives the job its quota back (attempt 1 again: no request of the job is left).
+gives the job its quota back (named for the check's next attempt: the stop left the check's state as it was).
+Only once every ClusterQueue the job namespaces' LocalQueues feed is stopped: before that Kueue would ask again.
 
 The functions above the line are pure; release() reads and deletes through a Kube.
 """
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bootstrap.cluster.api import Kube
-from bootstrap.cluster.kinds import PROVISIONING_REQUEST, WORKLOAD
+from bootstrap.cluster.kinds import CLUSTER_QUEUE, LOCAL_QUEUE, PROVISIONING_REQUEST, WORKLOAD
 from bootstrap.jobs import state
 
 SETTLE_SECONDS = 60.0  # Kueue takes back a stopped queue's reservations within seconds of the ClusterQueue's update
@@ -72,6 +73,14 @@ def sort_requests(workloads: Iterable[dict[str, Any]], requests: Iterable[dict[s
     return stale, unsettled
 
 
+def running_queues(cluster_queues: Iterable[dict[str, Any]], local_queues: Iterable[dict[str, Any]]) -> list[str]:
+    """The ClusterQueues the LocalQueues feed that are not stopped (spec.stopPolicy None, the API's default;
+    Kueue v0.19.2 apis/kueue/v1beta2/clusterqueue_types.go): the pause is not applied there yet."""
+    fed = {(q.get("spec") or {}).get("clusterQueue") for q in local_queues}
+    return sorted(q["metadata"]["name"] for q in cluster_queues
+                  if q["metadata"]["name"] in fed and (q.get("spec") or {}).get("stopPolicy", "None") == "None")
+
+
 def released_line(request: Request) -> str:
     nodes = ("the nodes it raised go once idle" if request.provisioned
              else "the autoscaler stops asking for its nodes")
@@ -82,12 +91,20 @@ def released_line(request: Request) -> str:
 # --- against the cluster -----------------------------------------------------------------------------------------
 
 
+class NotPaused(Exception):
+    """The cluster's queues are not stopped: the pause is not applied there (or this is another cluster)."""
+
+
 def release(kube: Kube, namespaces: Iterable[str], out: Callable[[str], None],
             sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic,
             settle_seconds: float = SETTLE_SECONDS) -> list[str]:
-    """Delete the stale requests in `namespaces` until none is unsettled or `settle_seconds` pass; the unsettled
-    left (`namespace/request`: jobs Kueue still holds quota for, unadmitted), empty when all is released."""
+    """Delete the stale requests in `namespaces` until none is unsettled or `settle_seconds` pass; the jobs left
+    (`namespace/job`: Kueue still holds their quota, unadmitted), empty when all is released. NotPaused, and
+    nothing deleted, while a ClusterQueue the namespaces' LocalQueues feed is not stopped."""
     namespaces = tuple(namespaces)
+    local_queues = [q for namespace in namespaces for q in kube.list(LOCAL_QUEUE, namespace)]
+    if running := running_queues(kube.list(CLUSTER_QUEUE), local_queues):
+        raise NotPaused(f"ClusterQueue {', '.join(running)} is not stopped (stopPolicy None)")
     deadline = clock() + settle_seconds
     while True:
         unsettled: list[Request] = []
@@ -97,9 +114,9 @@ def release(kube: Kube, namespaces: Iterable[str], out: Callable[[str], None],
                 continue
             stale, waiting = sort_requests(kube.list(WORKLOAD, namespace), requests)
             for request in stale:
-                kube.delete(PROVISIONING_REQUEST, request.name, namespace, propagation="Background")
-                out(released_line(request))
+                if kube.delete(PROVISIONING_REQUEST, request.name, namespace, propagation="Background"):
+                    out(released_line(request))
             unsettled += waiting
         if not unsettled or clock() >= deadline:
-            return [f"{r.namespace}/{r.name}" for r in unsettled]
+            return sorted({f"{r.namespace}/{r.job}" for r in unsettled})
         sleep(POLL_SECONDS)

@@ -80,15 +80,17 @@ def ready(node: dict[str, Any]) -> bool:
                for c in (node.get("status") or {}).get("conditions") or [])
 
 
-def busy_nodes(pods: list[dict[str, Any]]) -> set[str]:
-    """The nodes where an unfinished pod asks for GPUs (not a DaemonSet's). A test pinned to such a node's domain
-    would wait for the job there, and the autoscaler cannot help it (it adds nodes to a pool, not to a domain):
-    its ProvisioningRequest would retry until the domain's nodes free up, and they may idle out first."""
+def busy_nodes(pods: list[dict[str, Any]], ignore: set[str] | frozenset[str] = frozenset()) -> set[str]:
+    """The nodes where an unfinished pod asks for GPUs (not a DaemonSet's, nor one of the jobs `ignore` names: the
+    previous run's tests, removed before this run's start). A test pinned to such a node's domain would wait for
+    the job there, and the autoscaler cannot help it (it adds nodes to a pool, not to a domain): its
+    ProvisioningRequest would retry until the domain's nodes free up, and they may idle out first."""
     out = set()
     for pod in pods:
         spec, meta = pod.get("spec") or {}, pod.get("metadata") or {}
         if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed") or not spec.get("nodeName") or any(
-                ref.get("kind") == "DaemonSet" for ref in meta.get("ownerReferences") or []):
+                ref.get("kind") == "DaemonSet" for ref in meta.get("ownerReferences") or []) or \
+                (meta.get("labels") or {}).get(workers.JOB_LABEL) in ignore:
             continue
         containers = [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]
         if any({**((c.get("resources") or {}).get("limits") or {}),

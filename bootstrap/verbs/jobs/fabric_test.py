@@ -55,7 +55,9 @@ def main(argv: list[str], sleep: Callable[[float], None] = time.sleep,
         kube, namespace = common.cluster(args, cfg)
         nodes = kube.list(kinds.NODE, selector=f"{POOL_LABEL}={pool.name}")
         pods = kube.list(kinds.POD, field_selector="status.phase!=Succeeded,status.phase!=Failed")
-        plan = fabric_domains.plan(pool, nodes, args.layer, fabric_domains.busy_nodes(pods))
+        previous = {j["metadata"]["name"] for j in kube.list(kinds.MPIJOB, namespace,
+                                                             fabric_domains.selector(pool.name))}
+        plan = fabric_domains.plan(pool, nodes, args.layer, fabric_domains.busy_nodes(pods, previous))
         removed, created = [], []
         if plan.tests:
             base = launcher.nccl_test_mpijob(pool, namespace, image_cache=ops.image_cache(kube, namespace))

@@ -232,6 +232,8 @@ class Controller:
         for (namespace, name), job in sorted(jobs.items()):
             try:
                 seen.append((namespace, name, self.books.job(cfg, job, pods, workloads[namespace], nodes, now)))
+            except records.NotARecord as err:
+                self.say_once(str(err))
             except Exception:  # noqa: BLE001 - one job's odd record must not stop the others' accounting
                 self.say_once(f"accounting {job.kind} {namespace}/{name} failed:\n{traceback.format_exc()}")
         self.metrics.jobs(seen)

@@ -36,6 +36,10 @@ def rank_zero(kind: str, pods: list[dict[str, Any]]) -> list[tuple[dict[str, Any
     return [(p, None) for p in first]
 
 
+class NotARecord(Exception):
+    """A ConfigMap at a job's record name that is not that job's record."""
+
+
 class Books:
     """The accounting pass over one API client and the accounting module."""
 
@@ -71,8 +75,8 @@ class Books:
         where = kubeapi.path("v1", "configmaps", job.namespace, name)
         stored = self.api.get(where)
         if stored is not None and (stored["metadata"].get("labels") or {}).get(JOB_LABEL) != job.name:
-            raise kubeapi.ApiError("GET", where, 409, f"ConfigMap {job.namespace}/{name} is not a record of job {job.name} (no "
-                                        f"{JOB_LABEL}={job.name} label): left alone, the job is not accounted")
+            raise NotARecord(f"ConfigMap {job.namespace}/{name} is not a record of job {job.name} (no "
+                             f"{JOB_LABEL}={job.name} label): left alone, the job is not accounted")
         try:
             before = json.loads((stored.get("data") or {}).get(names.RECORD_KEY) or "null") if stored else None
         except ValueError:

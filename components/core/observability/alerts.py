@@ -62,9 +62,11 @@ def recording_rules(cfg: StackConfig) -> list[dict[str, Any]]:
         {"record": JOB_POD, "expr": _job_pod_rule()},
         # Running pods only: a finished job's pods stay (Succeeded) until the job is deleted, and their nodes,
         # given to the next jobs, are not its nodes any more (its GPUs idle, its straggler, its NCCL).
+        # kube_pod_info once per pod (max by): two kube-state-metrics replicas, as in a rolling update, would
+        # otherwise make the right side of the join many, and the rule fail.
         {"record": JOB_NODE, "expr": f"max by (namespace, node, {m.JOB}) (({JOB_POD} and on (namespace, pod) "
                                      f"({RUNNING_POD})) * on (namespace, pod) "
-                                     'group_left (node) kube_pod_info{node!=""})'},
+                                     'group_left (node) max by (namespace, pod, node) (kube_pod_info{node!=""}))'},
         {"record": JOB_START, "expr": f"min by (namespace, {m.JOB}) (kube_pod_start_time * on (namespace, pod) "
                                       f"group_left ({m.JOB}) {JOB_POD})"},
         {"record": NODE_BANDWIDTH, "expr": bandwidth},
