@@ -114,6 +114,9 @@ def _signal(pid: int, signum: int) -> None:
             continue
 
 
+KILL_WAIT_SECONDS = 10.0
+
+
 def stop(state: Path, names: list[str] | None = None, grace: float = 10.0) -> list[str]:
     """SIGTERM each process group (all when names is None), SIGKILL what is left after grace; names stopped."""
     recorded = _recorded(state)
@@ -127,6 +130,11 @@ def stop(state: Path, names: list[str] | None = None, grace: float = 10.0) -> li
     for pid in pids:
         if alive(pid):
             _signal(pid, signal.SIGKILL)
+    # Until the killed are gone too: their listening sockets close only as they exit, and the next cluster's
+    # start checks those ports at once (CI once found the apiserver's port still held).
+    deadline = time.monotonic() + KILL_WAIT_SECONDS
+    while time.monotonic() < deadline and any(alive(p) for p in pids):
+        time.sleep(0.1)
     remaining = {n: p for n, p in recorded.items() if n not in targets}
     if _registry(state).parent.is_dir():
         _registry(state).write_text(json.dumps(remaining, indent=1))
