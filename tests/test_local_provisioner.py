@@ -368,13 +368,13 @@ def test_a_node_another_request_s_booking_sits_on_stays_until_that_booking_expir
 
 
 def test_the_crd_comes_from_the_api_version_kueue_requires():
-    from pathlib import Path
-
+    """The ProvisioningRequest API module the local control plane builds its CRD from is the one Kueue's go.mod, at
+    the tag we pin, requires (vendored: tests/upstream/SOURCES.yaml; a fresh machine has no Go module cache)."""
     from local import versions
+    from tests import k8s
 
-    go_mod = Path.home() / "go" / "pkg" / "mod" / "sigs.k8s.io" / f"kueue@{versions.KUEUE.version}" / "go.mod"
-    if not go_mod.is_file():
-        pytest.skip("Kueue's module is not in the Go module cache (`make local` downloads it)")
+    go_mods = [s for s in k8s.sources() if s["repo"] == "kubernetes-sigs/kueue" and s["path"] == "go.mod"]
+    assert [s["tag"] for s in go_mods] == [versions.KUEUE.version]
     api = versions.PROVISIONING_REQUEST_API
-    assert f"\t{api.module} {api.version}\n" in go_mod.read_text()
+    assert f"\t{api.module} {api.version}\n" in (k8s.ROOT / go_mods[0]["file"]).read_text()
     assert provisioner.CRD_NAME == "provisioningrequests.autoscaling.x-k8s.io"
