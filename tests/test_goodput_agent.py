@@ -31,7 +31,7 @@ def test_prod_remediates_h100_dev_leaves_its_pool_off_and_both_read_their_namesp
     assert prod["pools"] == {"h100": "on"} and prod["namespaces"] == ["training", "vision", "language"]
     assert prod["alerts"] == {"NcclOnSockets": "nccl-on-sockets", "JobStraggler": "straggler",
                               "JobGpuXidNeedsNodeReplacement": "xid"}
-    assert (prod["intervalSeconds"], prod["logTailLines"]) == (10, 200)
+    assert (prod["intervalSeconds"], prod["logTailLines"], prod["recordRetentionDays"]) == (10, 200, 90)
     dev_cfg = stack_config("dev")
     dev = json.loads(agent.config_map(dev_cfg)["data"]["config.json"])
     assert dev["pools"] == {"dev": "off"} and dev["namespaces"] == ["training"]
@@ -100,7 +100,7 @@ def test_rights_are_nodes_cluster_wide_and_the_rest_only_in_the_training_namespa
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch", "delete"]},
         {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
-        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "create", "update"]},
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "create", "update", "delete"]},
         {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["list"]},
         {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs"], "verbs": ["get", "list", "patch"]},
         {"apiGroups": ["kubeflow.org"], "resources": ["mpijobs"], "verbs": ["get", "list", "patch"]},

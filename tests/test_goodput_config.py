@@ -26,7 +26,8 @@ def test_the_defaults_check_efa_pools_and_remediate_nothing():
         ("dev", True, False, "off")]  # g6e.xlarge has no EFA: nothing to judge
     assert [(p.name, p.checks_before_start, p.remediation) for p in prod.gpu_pools] == [("h100", True, "on")]
     goodput = dev.observability.goodput
-    assert (goodput.no_progress_minutes, goodput.straggler_ratio, goodput.node_failures_per_day) == (20, 0.8, 0.0038)
+    assert (goodput.no_progress_minutes, goodput.straggler_ratio, goodput.node_failures_per_day,
+            goodput.record_retention_days) == (20, 0.8, 0.0038, 90)
     assert {(j.checkpoint.every_minutes, j.checkpoint.size_gib) for j in dev.jobs + prod.jobs} == {(30, None)}
 
 
@@ -39,11 +40,13 @@ def test_remediation_needs_the_metrics_stack_and_says_so_with_every_other_proble
     found = problems("prod", {"gpucluster:gpuPools": pools("prod", remediation="yes"),
                               "gpucluster:observability": {"retentionDays": 32,
                                                            "goodput": {"stragglerRatio": 1.5,
-                                                                       "noProgressMinutes": 1}}})
+                                                                       "noProgressMinutes": 1,
+                                                                       "recordRetentionDays": 0}}})
     assert found == [
         "gpucluster:gpuPools[0].remediation: got 'yes'; allowed: off, dry-run, on",
         "gpucluster:observability.goodput.noProgressMinutes: got 1; must be an integer from 2 to 1440",
         "gpucluster:observability.goodput.stragglerRatio: got 1.5; must be a number > 0 and <= 1",
+        "gpucluster:observability.goodput.recordRetentionDays: got 0; must be an integer from 1 to 3650",
     ]
     off = problems("prod", {"gpucluster:gpuPools": pools("prod", remediation="dry-run"), "gpucluster:teams": [],
                             "gpucluster:observability": {"enabled": False}})

@@ -24,6 +24,7 @@ STRAGGLER_RATIO_DEFAULT = 0.8
 # Meta's Llama 3 run: 419 unexpected interruptions in 54 days on 16,384 H100 GPUs (2,048 nodes of 8), 78%
 # of them hardware ("The Llama 3 Herd of Models", arXiv 2407.21783, section 3.3.4): 419 / (54 * 2048).
 NODE_FAILURES_PER_DAY_DEFAULT = 0.0038
+RECORD_RETENTION_DAYS_DEFAULT = 90
 
 
 class GoodputConfig(Model):
@@ -40,6 +41,10 @@ class GoodputConfig(Model):
         NODE_FAILURES_PER_DAY_DEFAULT, description="the plan's assumption: unexpected failures per GPU node per day "
                                                    "(default: Meta's Llama 3 run on H100s), which sets the restarts "
                                                    "and lost work it models per job")
+    record_retention_days: Int(ge=1, le=3650) = Field(
+        RECORD_RETENTION_DAYS_DEFAULT, description="days the goodput controller keeps a job's record (`bootstrap "
+                                                   "report`) after the job is deleted, counted from the record's "
+                                                   "last change; a record of a job that is still there is kept")
 
 
 class ObservabilityConfig(Model):

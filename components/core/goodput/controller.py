@@ -8,7 +8,8 @@ is read from its ConfigMap every pass (a change applies at the next pass, no res
 rendered by components/core/observability/goodput_agent.py:
     {"pools": {<pool>: "off"|"dry-run"|"on"}, "namespaces": [...], "prometheusUrl": "http://...",
      "alerts": {<alert name>: <reason>}, "intervalSeconds": 10, "logTailLines": 200,
-     "poolTerms": {<pool>: {"nodeHourUsd", "gpusPerNode", "billsWhileQueued", "idleMinutes", "maxNodes"}}}
+     "poolTerms": {<pool>: {"nodeHourUsd", "gpusPerNode", "billsWhileQueued", "idleMinutes", "maxNodes"}},
+     "recordRetentionDays": 90}
 GPUCLUSTER_GOODPUT_PROMETHEUS_URL overrides prometheusUrl (the local control plane has no Prometheus).
 
 A pod watch per training namespace keeps every pod that ended with the pre-step check's exit code until a pass
@@ -38,6 +39,7 @@ CONFIG_ENV = "GPUCLUSTER_GOODPUT_CONFIG"  # <namespace>/<name> of the config Con
 PROMETHEUS_ENV = "GPUCLUSTER_GOODPUT_PROMETHEUS_URL"
 PORT = 8080
 PROMETHEUS_TIMEOUT_SECONDS = 10
+SWEEP_SECONDS = 3600  # how often expired records are looked for (one list of records per namespace)
 # The job kinds, their API (the versions the pinned operators serve: bootstrap/cluster/kinds.py) and their
 # order of precedence: a TrainJob's JobSet has the TrainJob's name, and the TrainJob is the user's object.
 JOB_APIS = {"TrainJob": ("trainer.kubeflow.org/v1alpha1", "trainjobs"),
@@ -60,6 +62,7 @@ class Config:
     # pool -> {"nodeHourUsd", "gpusPerNode", "billsWhileQueued"}: a job's cost per GPU-hour is its node's price
     # over the GPUs it uses on the node (a job pays for whole nodes), as `bootstrap report` computes it.
     terms: dict[str, dict[str, Any]] = field(default_factory=dict)
+    record_retention_days: float = 90.0
 
     @classmethod
     def parse(cls, text: str, prometheus_override: str | None = None) -> Config:
@@ -71,7 +74,7 @@ class Config:
         return cls(pools, tuple(raw.get("namespaces") or ()), prometheus_override or raw.get("prometheusUrl") or "",
                    {str(k): str(v) for k, v in (raw.get("alerts") or {}).items()},
                    float(raw.get("intervalSeconds") or 10), int(raw.get("logTailLines") or 200),
-                   dict(raw.get("poolTerms") or {}))
+                   dict(raw.get("poolTerms") or {}), float(raw.get("recordRetentionDays") or 90))
 
     def pool_event(self, job: dict[str, Any], gpus_per_node: int) -> dict[str, Any] | None:
         """accounting.merge's {"type": "pool"} event for the job's pool (its gpucluster.io/pool label)."""
@@ -143,6 +146,7 @@ class Controller:
         self.metrics = metrics_text.Metrics()
         self.said: set[str] = set()  # log lines said once (a skip repeats every pass)
         self.prometheus_error: str | None = None
+        self.swept_at = -float("inf")
 
     def say_once(self, text: str) -> None:
         if text not in self.said:
@@ -222,6 +226,14 @@ class Controller:
                 for uid in ended:
                     self.ended.pop(uid, None)
         self.account(cfg, jobs, pods, nodes, now)
+        if now - self.swept_at >= SWEEP_SECONDS:
+            self.swept_at = now
+            try:
+                for namespace, name in self.books.sweep(cfg.namespaces, set(jobs), now, cfg.record_retention_days):
+                    log(f"record {namespace}/{name} deleted: its job is gone and it has not changed for "
+                        f"{cfg.record_retention_days:g} days")
+            except (kubeapi.ApiError, OSError) as err:  # expired records wait for the next sweep
+                log(f"deleting expired records failed: {err}")
         self.metrics.passed(now, cfg.interval_seconds)
         return cfg
 

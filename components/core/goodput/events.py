@@ -66,7 +66,8 @@ def job_gpus(job: dict) -> tuple[int, int]:
 # -- what is live -------------------------------------------------------------------------------------------
 
 
-def _ts(text: str | None) -> float | None:
+def timestamp(text: str | None) -> float | None:
+    """An RFC 3339 time as seconds since the epoch (None when absent or not one)."""
     try:
         return datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp() if text else None
     except ValueError:
@@ -81,9 +82,9 @@ def _true(obj: dict | None, kind: str) -> dict | None:
 def _finished(job: dict, workload: dict | None) -> dict | None:
     for kinds, outcome in ((SUCCEEDED, "Succeeded"), (("Failed",), "Failed")):
         for kind in kinds:
-            if (found := _true(job, kind)) and (at := _ts(found.get("lastTransitionTime"))) is not None:
+            if (found := _true(job, kind)) and (at := timestamp(found.get("lastTransitionTime"))) is not None:
                 return {"type": "finished", "at": at, "outcome": outcome}
-    if (found := _true(workload, "Finished")) and (at := _ts(found.get("lastTransitionTime"))) is not None:
+    if (found := _true(workload, "Finished")) and (at := timestamp(found.get("lastTransitionTime"))) is not None:
         return {"type": "finished", "at": at, "outcome": found.get("reason") or "Finished"}
     return None
 
@@ -107,32 +108,32 @@ def _pod_events(pod: dict) -> list[dict]:
     for cs in statuses:
         state, last = cs.get("state") or {}, (cs.get("lastState") or {}).get("terminated")
         current = state.get("running") or state.get("terminated") or {}
-        seen = [t for t in (_ts(current.get("startedAt")), _ts((last or {}).get("startedAt"))) if t is not None]
+        seen = [t for t in (timestamp(current.get("startedAt")), timestamp((last or {}).get("startedAt"))) if t is not None]
         starts.update(seen)
         firsts.append(min(seen) if seen else None)
-        ends.append(_ts((state.get("terminated") or {}).get("finishedAt")))
+        ends.append(timestamp((state.get("terminated") or {}).get("finishedAt")))
         for ended in (state.get("terminated"), last):
             code = (ended or {}).get("exitCode")
-            if code and (at := _ts(ended.get("finishedAt"))) is not None:
+            if code and (at := timestamp(ended.get("finishedAt"))) is not None:
                 why = " (the pre-step check)" if code == names.PRE_STEP_EXIT_CODE else ""
                 failures.append({"type": "failure", "at": at, "uid": uid, "reason": f"{name}: {cs.get('name')} "
                                                                                     f"exited {code}{why}"})
     every = {c.get("type"): c for c in status.get("conditions") or []}
     conditions = {k: c for k, c in every.items() if c.get("status") == "True"}
-    if (gone := _ts(meta.get("deletionTimestamp"))) is not None:  # when it will be gone: asked a grace period before
+    if (gone := timestamp(meta.get("deletionTimestamp"))) is not None:  # when it will be gone: asked a grace period before
         at = gone - float(meta.get("deletionGracePeriodSeconds") or 0)
         failures.append({"type": "failure", "at": at, "uid": uid, "reason": f"{name}: deleted"})
     elif status.get("phase") == "Failed" and not failures:  # evicted, preempted: no container ended
-        at = _ts((every.get("DisruptionTarget") or every.get("Ready") or {}).get("lastTransitionTime"))
+        at = timestamp((every.get("DisruptionTarget") or every.get("Ready") or {}).get("lastTransitionTime"))
         if at is not None:
             failures.append({"type": "failure", "at": at, "uid": uid,
                              "reason": f"{name}: {status.get('reason') or 'failed'}"})
     started = max(firsts) if firsts and None not in firsts else \
-        _ts((conditions.get("ContainersReady") or {}).get("lastTransitionTime"))
+        timestamp((conditions.get("ContainersReady") or {}).get("lastTransitionTime"))
     gpu = any(_gpus(c.get("resources")) for c in spec.get("containers") or [])
     return [{"type": "pod", "uid": uid, "pod": name, "attempt": int(attempt) if attempt.isdigit() else None,
-             "node": spec.get("nodeName"), "gpu": gpu, "created": _ts(meta.get("creationTimestamp")),
-             "scheduled": _ts((conditions.get("PodScheduled") or {}).get("lastTransitionTime")),
+             "node": spec.get("nodeName"), "gpu": gpu, "created": timestamp(meta.get("creationTimestamp")),
+             "scheduled": timestamp((conditions.get("PodScheduled") or {}).get("lastTransitionTime")),
              "started": started, "starts": sorted(starts),
              "ended": max(ends) if ends and None not in ends else None}, *failures]
 
@@ -150,7 +151,7 @@ def _reused(finished: float, others: list[dict], mine: set) -> dict[str, float]:
         node = (pod.get("spec") or {}).get("nodeName")
         scheduled = next((c.get("lastTransitionTime") for c in (pod.get("status") or {}).get("conditions") or []
                           if c.get("type") == "PodScheduled" and c.get("status") == "True"), None)
-        at = _ts(scheduled) if scheduled else _ts(meta.get("creationTimestamp"))
+        at = timestamp(scheduled) if scheduled else timestamp(meta.get("creationTimestamp"))
         if node and at is not None and at >= finished:
             out[node] = min(out.get(node, at), at)
     return out
@@ -164,27 +165,27 @@ def observe(now: float, job: dict, workload: dict | None, pods: list[dict], node
     ends its idle tail ({"type": "reused"} events)."""
     events: list[dict] = [{"type": "observed", "at": now, "nodes": None if nodes is None else
                            sorted(n["metadata"]["name"] for n in nodes)}]
-    if (created := _ts(job["metadata"].get("creationTimestamp"))) is not None:
+    if (created := timestamp(job["metadata"].get("creationTimestamp"))) is not None:
         events.append({"type": "created", "at": created})
     for condition, kind in (("QuotaReserved", "quota_reserved"), ("Admitted", "admitted"), ("Evicted", "evicted")):
-        if (found := _true(workload, condition)) and (at := _ts(found.get("lastTransitionTime"))) is not None:
+        if (found := _true(workload, condition)) and (at := timestamp(found.get("lastTransitionTime"))) is not None:
             events.append({"type": kind, "at": at, **({"reason": found.get("reason")} if kind == "evicted" else {})})
     if (finished := _finished(job, workload)) is not None:
         events.append(finished)
     for r in remediations(job):
-        if r.get("action") == names.ACTION_QUARANTINED and (at := _ts(r.get("at"))) is not None:
+        if r.get("action") == names.ACTION_QUARANTINED and (at := timestamp(r.get("at"))) is not None:
             events.append({"type": "failure", "at": at, "uid": r.get("node"),
                            "reason": f"remediation: {r.get('reason')} on {r.get('node')}"})
     by_name = {n["metadata"]["name"]: n for n in nodes or []}
     for pod in pods:
-        if (made := _ts(pod["metadata"].get("creationTimestamp"))) is not None and created is not None \
+        if (made := timestamp(pod["metadata"].get("creationTimestamp"))) is not None and created is not None \
                 and made < created:
             continue  # a pod of an earlier job of that name, still terminating
         found = _pod_events(pod)
         events += found
         if (node := found[0]["node"]) in by_name:
             events.append({"type": "node", "node": node, "seen": now,
-                           "created": _ts(by_name[node]["metadata"].get("creationTimestamp"))})
+                           "created": timestamp(by_name[node]["metadata"].get("creationTimestamp"))})
     for text in (logs or {}).values():
         events += step_lines.parse(text)
     if finished is not None and others:

@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 from . import kubeapi, names
+from .events import timestamp
 from .remediation import JOB_LABEL, POOL_LABEL, Job
 
 WORKLOADS = "kueue.x-k8s.io/v1beta2"  # Kueue v0.19.2 (bootstrap/cluster/kinds.py)
@@ -34,6 +35,29 @@ def rank_zero(kind: str, pods: list[dict[str, Any]]) -> list[tuple[dict[str, Any
     if kind == "JobSet":
         first = [p for p in first if label(p, REPLICATED_JOB) == "chief"]
     return [(p, None) for p in first]
+
+
+def last_changed(config_map: dict[str, Any]) -> float | None:
+    """When the API server last wrote the ConfigMap (its managedFields' times; else its creation)."""
+    meta = config_map.get("metadata") or {}
+    times = [t for f in meta.get("managedFields") or [] if (t := timestamp(f.get("time"))) is not None]
+    return max(times) if times else timestamp(meta.get("creationTimestamp"))
+
+
+def expired(config_maps: list[dict[str, Any]], live: set[str], now: float, retention_days: float) -> list[str]:
+    """The names of the records to delete: a record's (its name and its job label agree), whose job is not among
+    `live` and which has not changed for `retention_days`. A job deleted and created again under its name is
+    live: its record starts afresh (accounting.merge, by the job's uid) and is kept."""
+    out = []
+    for config_map in config_maps:
+        meta = config_map.get("metadata") or {}
+        job = (meta.get("labels") or {}).get(JOB_LABEL)
+        if (job is None or meta.get("name") != names.RECORD_PREFIX + job or job in live
+                or (changed := last_changed(config_map)) is None):
+            continue
+        if now - changed > retention_days * 86400:
+            out.append(meta["name"])
+    return sorted(out)
 
 
 class NotARecord(Exception):
@@ -101,3 +125,15 @@ class Books:
                 body["metadata"]["resourceVersion"] = stored["metadata"]["resourceVersion"]
                 self.api.replace(where, body)
         return acc.breakdown(record, now)
+
+    def sweep(self, namespaces: tuple[str, ...], live: set[tuple[str, str]], now: float,
+              retention_days: float) -> list[tuple[str, str]]:
+        """Delete the expired records (`expired`) of each namespace; `live`: (namespace, name) of every job there.
+        The (namespace, name) of each record deleted."""
+        deleted = []
+        for namespace in namespaces:
+            found = self.api.list(kubeapi.path("v1", "configmaps", namespace), JOB_LABEL)
+            jobs = {name for ns, name in live if ns == namespace}
+            deleted += [(namespace, name) for name in expired(found, jobs, now, retention_days)
+                        if self.api.delete(kubeapi.path("v1", "configmaps", namespace, name))]
+        return deleted

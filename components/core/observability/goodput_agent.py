@@ -76,7 +76,8 @@ def config(cfg: StackConfig) -> dict[str, Any]:
     """controller.Config's JSON."""
     return {"pools": {p.name: p.remediation for p in cfg.gpu_pools}, "namespaces": namespaces(cfg),
             "prometheusUrl": PROMETHEUS_URL, "alerts": dict(goodput_alerts.REMEDIABLE_ALERTS),
-            "intervalSeconds": INTERVAL_SECONDS, "logTailLines": LOG_TAIL_LINES, "poolTerms": pool_terms(cfg)}
+            "intervalSeconds": INTERVAL_SECONDS, "logTailLines": LOG_TAIL_LINES, "poolTerms": pool_terms(cfg),
+            "recordRetentionDays": cfg.observability.goodput.record_retention_days}
 
 
 def _meta(name: str, namespace: str | None = NAMESPACE) -> dict[str, Any]:
@@ -116,7 +117,7 @@ def rbac(cfg: StackConfig) -> list[dict[str, Any]]:
             _rule([""], ["pods"], ["list", "watch", "delete"]),
             _rule([""], ["pods/log"], ["get"]),
             _rule([""], ["events"], ["create"]),
-            _rule([""], ["configmaps"], ["get", "create", "update"]),
+            _rule([""], ["configmaps"], ["get", "list", "create", "update", "delete"]),  # records
             _rule(["kueue.x-k8s.io"], ["workloads"], ["list"]),
             _rule(["trainer.kubeflow.org"], ["trainjobs"], ["get", "list", "patch"]),
             _rule(["kubeflow.org"], ["mpijobs"], ["get", "list", "patch"]),
