@@ -32,7 +32,7 @@ import pytest
 from bootstrap import stackfile
 from bootstrap.jobs import render
 from components.core import versions
-from components.core.goodput import names, steps
+from components.core.goodput import names, remediation, steps
 from components.core.goodput import precheck_verdict as pv
 from components.core.kube import nodepool
 from components.core.observability import goodput_agent as agent
@@ -340,3 +340,38 @@ def test_dry_run_only_records_and_leaves_the_node_and_the_job_alone(loop):
         assert len(records(local, "dryrun")) == 1
     finally:
         set_config(local, pools={POOL: "on"})
+
+
+def test_a_record_whose_job_is_gone_is_deleted_after_the_retention_and_no_other(loop):
+    """The retention sweep as the controller's own ServiceAccount under the rendered RBAC (list and delete of
+    ConfigMaps in the job namespaces), timed by the API server's own write times (managedFields). The retention is
+    set to 10 s in the controller's config (the stack allows whole days); a sweep runs at start, then hourly."""
+    local, alerts = loop
+
+    def labelled(job: str) -> list[str]:
+        return sorted(c["metadata"]["name"] for c in local.get("configmaps", namespace=NAMESPACE,
+                                                               selector=f"{remediation.JOB_LABEL}={job}")["items"])
+
+    def config_map(name: str, job: str) -> dict:
+        return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+            "name": name, "namespace": NAMESPACE, "labels": {"app.kubernetes.io/part-of": "gpucluster",
+                                                             remediation.JOB_LABEL: job}}, "data": {"record": "{}"}}
+
+    pods = start(local, "keeper")  # a job that is there: its record stays however old
+    kept = names.RECORD_PREFIX + "keeper"
+    local.wait(lambda: labelled("keeper") == [kept], "the live job's record", timeout=30)
+    ghost, lookalike = names.RECORD_PREFIX + "ghost", names.RECORD_PREFIX + "not-ghost"
+    local.apply([config_map(ghost, "ghost"), config_map(lookalike, "ghost")], "a gone job's record and a lookalike")
+    retention = config(local)["recordRetentionDays"]
+    set_config(local, recordRetentionDays=10 / 86400)
+    try:
+        time.sleep(11)
+        goodput.restart(local.state, alerts.server.url)  # its first pass sweeps
+        local.wait(lambda: labelled("ghost") == [lookalike], "the gone job's record deleted", timeout=30)
+        assert labelled("keeper") == [kept]
+        assert f"record {NAMESPACE}/{ghost} deleted: its job is gone" in processes.log_tail(
+            local.state, goodput.NAME, 50)
+        assert [p["metadata"]["name"] for p in running(local, "keeper")] == [p["metadata"]["name"] for p in pods]
+    finally:
+        set_config(local, recordRetentionDays=retention)
+        local.kubectl("delete", "configmap", lookalike, "-n", NAMESPACE, "--ignore-not-found")
