@@ -261,56 +261,60 @@ def test_a_record_never_takes_the_name_or_place_of_another_config_map(kube, caps
             "label): left alone, the job is not accounted") in said and "Traceback" not in said
 
 
-def record_map(job: str, changed: str | None, name: str | None = None, label: str | None = None) -> dict:
+def record_map(job: str, gone_since: str | None = None, name: str | None = None, label: str | None = None) -> dict:
     meta = {"name": name or names.RECORD_PREFIX + job, "namespace": "training",
-            "labels": {"app.kubernetes.io/part-of": "gpucluster", "gpucluster.io/job": label or job},
-            "creationTimestamp": "2026-01-01T00:00:00Z"}
-    if changed is not None:  # the API server's record of each writer's last write
-        meta["managedFields"] = [{"manager": "gpucluster-goodput", "operation": "Update", "time": changed}]
+            "labels": {"app.kubernetes.io/part-of": "gpucluster", "gpucluster.io/job": label or job}}
+    if gone_since is not None:
+        meta["annotations"] = {names.RECORD_GONE_ANNOTATION: gone_since}
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {names.RECORD_KEY: "{}"}}
 
 
-def test_records_of_jobs_gone_for_the_retention_are_deleted_hourly_and_no_other(kube, capsys):
+def test_a_record_is_deleted_once_its_job_has_been_gone_for_the_retention_and_no_other(kube, capsys):
     where = "/api/v1/namespaces/training/configmaps"
     days = 90
-    old = "2026-08-31T10:09:59Z"  # 90 days and 1 s before NOW
-    kube.add(record_map("gone-old", old))
-    kube.add(record_map("gone-recent", "2026-09-01T10:10:01Z"))  # 1 s short of the 90 days
-    kube.add(record_map("llm", old))  # the job is there (its record is rewritten at this pass anyway)
-    kube.add(record_map("never-written", None))  # creationTimestamp 2026-01-01: past the retention
-    kube.add(record_map("other", old, name="gpucluster-goodput-job-x"))  # name and label disagree: not a record
-    kube.add({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
-        "name": "user-settings", "namespace": "training", "creationTimestamp": "2026-01-01T00:00:00Z"}})
+    kube.add(record_map("gone-long", "2026-09-01T10:10:00Z"))  # gone 90 days at NOW
+    kube.add(record_map("gone-recently", "2026-09-01T10:10:01Z"))  # 1 s short of the 90 days
+    kube.add(record_map("gone-now"))  # not marked yet: gone from this sweep on
+    kube.add(record_map("llm", "2026-01-01T00:00:00Z"))  # marked, but the job is there: this pass rewrites it
+    kube.add(record_map("other", "2026-01-01T00:00:00Z", name="gpucluster-goodput-job-x"))  # name, label disagree
+    kube.add({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "user-settings", "namespace": "training"}})
     ctl = make(kube)
     assert ctl.config().record_retention_days == days  # prod's default, as rendered
     ctl.pass_once(NOW)
-    left = set(kube.collections[where])
-    assert left == {names.RECORD_PREFIX + "gone-recent", names.RECORD_PREFIX + "llm", "gpucluster-goodput-job-x",
-                    "user-settings"}
+    stored = kube.collections[where]
+    assert set(stored) == {names.RECORD_PREFIX + "gone-recently", names.RECORD_PREFIX + "gone-now",
+                           names.RECORD_PREFIX + "llm", "gpucluster-goodput-job-x", "user-settings"}
+    gone = names.RECORD_GONE_ANNOTATION
+    assert stored[names.RECORD_PREFIX + "gone-now"]["metadata"]["annotations"] == {gone: "2026-11-30T10:10:00Z"}
+    assert gone not in (stored[names.RECORD_PREFIX + "llm"]["metadata"].get("annotations") or {})
+    assert stored["gpucluster-goodput-job-x"]["metadata"]["annotations"] == {gone: "2026-01-01T00:00:00Z"}
     said = capsys.readouterr().out
-    assert (f"record training/{names.RECORD_PREFIX}gone-old deleted: its job is gone and it has not changed for "
-            f"{days} days") in said
+    for line in (f"record training/{names.RECORD_PREFIX}gone-long: deleted, its job gone for {days} days",
+                 f"record training/{names.RECORD_PREFIX}gone-now: its job is gone; the record is deleted in {days} "
+                 "days unless the job comes back"):
+        assert line in said
     lists = [q for q in kube.requests if q.method == "GET" and q.path == where]
     assert [q.query.get("labelSelector") for q in lists] == ["gpucluster.io/job"]
     ctl.pass_once(NOW + 10)  # within the hour: not looked at again
     assert len([q for q in kube.requests if q.method == "GET" and q.path == where]) == 1
-    ctl.pass_once(NOW + controller.SWEEP_SECONDS)  # an hour on: gone-recent is past its 90 days
-    assert names.RECORD_PREFIX + "gone-recent" not in kube.collections[where]
-    assert names.RECORD_PREFIX + "llm" in kube.collections[where]
+    # A record marked while its job was there (a list that missed it) and not rewritten since: the mark goes.
+    kube.collections[where][names.RECORD_PREFIX + "llm"]["metadata"]["annotations"] = {gone: "2026-11-30T10:10:00Z"}
+    ctl.pass_once(NOW + records.SWEEP_SECONDS)  # an hour on: gone-recently is past its 90 days, gone-now is not
+    assert set(kube.collections[where]) == {names.RECORD_PREFIX + "gone-now", names.RECORD_PREFIX + "llm",
+                                            "gpucluster-goodput-job-x", "user-settings"}
+    assert not kube.collections[where][names.RECORD_PREFIX + "llm"]["metadata"].get("annotations")
+    assert f"record training/{names.RECORD_PREFIX}llm: its job is back; the record is kept" in capsys.readouterr().out
 
 
-def test_a_record_expires_from_its_last_change_and_only_when_its_job_is_gone():
+def test_the_sweep_counts_from_when_the_job_went_and_forgets_it_when_the_job_is_back():
     now = 100 * 86400.0  # day 100 of 1970
-    fresh, stale = "1970-03-27T00:00:00Z", "1970-01-02T00:00:00Z"  # day 85, day 1
-    maps = [record_map("a", stale), record_map("b", None), record_map("c", fresh), record_map("d", stale)]
-    maps[1]["metadata"]["creationTimestamp"] = "1970-01-01T00:00:00Z"  # never written since: its creation counts
-    maps[2]["metadata"]["managedFields"].insert(0, {"manager": "kubectl", "time": stale})  # the newest write counts
-    assert records.expired(maps, {"d"}, now, 90) == [names.RECORD_PREFIX + "a", names.RECORD_PREFIX + "b"]
-    assert records.expired(maps, {"b"}, now, 98) == [names.RECORD_PREFIX + "a", names.RECORD_PREFIX + "d"]
-    assert records.expired(maps, set(), now, 99) == [names.RECORD_PREFIX + "b"]  # a and d: 99 days exactly
-    assert records.expired(maps, set(), now, 14) == [names.RECORD_PREFIX + x for x in "abcd"]
-    maps[1]["metadata"]["creationTimestamp"] = "not a time"  # no time at all: kept
-    assert records.expired(maps, set(), now, 14) == [names.RECORD_PREFIX + x for x in "acd"]
+    maps = [record_map("a", "1970-01-11T00:00:00Z"), record_map("b"), record_map("c", "1970-03-27T00:00:00Z"),
+            record_map("d", "1970-01-11T00:00:00Z"), record_map("e", "yesterday"), record_map("f")]
+    assert records.sweep_plan(maps, {"d", "f"}, now, 90) == {
+        "mark": [names.RECORD_PREFIX + "b", names.RECORD_PREFIX + "e"],  # e's mark unreadable: gone from now
+        "unmark": [names.RECORD_PREFIX + "d"], "delete": [names.RECORD_PREFIX + "a"]}  # a: day 10, 90 days ago
+    assert records.sweep_plan(maps, set(), now, 90.5)["delete"] == []
+    assert records.sweep_plan(maps, set(), now, 15)["delete"] == [names.RECORD_PREFIX + x for x in "acd"]
 
 
 def test_the_config_names_every_mode_and_the_prometheus_override_wins():

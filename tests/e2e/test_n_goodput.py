@@ -342,36 +342,46 @@ def test_dry_run_only_records_and_leaves_the_node_and_the_job_alone(loop):
         set_config(local, pools={POOL: "on"})
 
 
-def test_a_record_whose_job_is_gone_is_deleted_after_the_retention_and_no_other(loop):
-    """The retention sweep as the controller's own ServiceAccount under the rendered RBAC (list and delete of
-    ConfigMaps in the job namespaces), timed by the API server's own write times (managedFields). The retention is
-    set to 10 s in the controller's config (the stack allows whole days); a sweep runs at start, then hourly."""
+def test_a_record_whose_job_is_gone_is_marked_then_deleted_after_the_retention_and_no_other(loop):
+    """The records' sweep as the controller's own ServiceAccount under the rendered RBAC (list, patch and delete of
+    ConfigMaps in the job namespaces), at its first pass: a record whose job went (its gone-since mark) longer ago
+    than the retention (prod's: 90 days) is deleted, one whose job has just gone is marked, the live job's and a
+    ConfigMap that only looks like a record are kept."""
     local, alerts = loop
 
-    def labelled(job: str) -> list[str]:
-        return sorted(c["metadata"]["name"] for c in local.get("configmaps", namespace=NAMESPACE,
-                                                               selector=f"{remediation.JOB_LABEL}={job}")["items"])
+    def config_map(name: str, job: str, gone_since: str | None = None) -> dict:
+        meta = {"name": name, "namespace": NAMESPACE,
+                "labels": {"app.kubernetes.io/part-of": "gpucluster", remediation.JOB_LABEL: job}}
+        if gone_since:
+            meta["annotations"] = {names.RECORD_GONE_ANNOTATION: gone_since}
+        return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {names.RECORD_KEY: "{}"}}
 
-    def config_map(name: str, job: str) -> dict:
-        return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
-            "name": name, "namespace": NAMESPACE, "labels": {"app.kubernetes.io/part-of": "gpucluster",
-                                                             remediation.JOB_LABEL: job}}, "data": {"record": "{}"}}
+    def record_maps() -> dict[str, dict]:
+        return {c["metadata"]["name"]: c for c in local.get("configmaps", namespace=NAMESPACE,
+                                                            selector=remediation.JOB_LABEL)["items"]}
 
-    pods = start(local, "keeper")  # a job that is there: its record stays however old
-    kept = names.RECORD_PREFIX + "keeper"
-    local.wait(lambda: labelled("keeper") == [kept], "the live job's record", timeout=30)
-    ghost, lookalike = names.RECORD_PREFIX + "ghost", names.RECORD_PREFIX + "not-ghost"
-    local.apply([config_map(ghost, "ghost"), config_map(lookalike, "ghost")], "a gone job's record and a lookalike")
     retention = config(local)["recordRetentionDays"]
-    set_config(local, recordRetentionDays=10 / 86400)
+    assert retention == 90
+    pods = start(local, "keeper")  # a job that is there: its record stays
+    kept = names.RECORD_PREFIX + "keeper"
+    local.wait(lambda: kept in record_maps(), "the live job's record", timeout=30)
+    old, new, lookalike = (names.RECORD_PREFIX + x for x in ("ghost-old", "ghost-new", "not-ghost-old"))
+    long_ago = "2026-01-01T00:00:00Z"
+    local.apply([config_map(old, "ghost-old", long_ago), config_map(new, "ghost-new"),
+                 config_map(lookalike, "ghost-old", long_ago)], "records of gone jobs and a lookalike")
+    began = time.time()
     try:
-        time.sleep(11)
         goodput.restart(local.state, alerts.server.url)  # its first pass sweeps
-        local.wait(lambda: labelled("ghost") == [lookalike], "the gone job's record deleted", timeout=30)
-        assert labelled("keeper") == [kept]
-        assert f"record {NAMESPACE}/{ghost} deleted: its job is gone" in processes.log_tail(
-            local.state, goodput.NAME, 50)
+        found = local.wait(lambda: (maps := record_maps()) and old not in maps and names.RECORD_GONE_ANNOTATION in (
+            maps[new]["metadata"].get("annotations") or {}) and maps, "the sweep", timeout=30)
+        assert {kept, new, lookalike} <= set(found)
+        since = found[new]["metadata"]["annotations"][names.RECORD_GONE_ANNOTATION]
+        assert began - 1 <= calendar.timegm(time.strptime(since, "%Y-%m-%dT%H:%M:%SZ")) <= time.time() + 1
+        assert found[lookalike]["metadata"]["annotations"] == {names.RECORD_GONE_ANNOTATION: long_ago}
+        assert names.RECORD_GONE_ANNOTATION not in (found[kept]["metadata"].get("annotations") or {})
+        said = processes.log_tail(local.state, goodput.NAME, 50)
+        assert f"record {NAMESPACE}/{old}: deleted, its job gone for 90 days" in said
+        assert f"record {NAMESPACE}/{new}: its job is gone; the record is deleted in 90 days" in said
         assert [p["metadata"]["name"] for p in running(local, "keeper")] == [p["metadata"]["name"] for p in pods]
     finally:
-        set_config(local, recordRetentionDays=retention)
-        local.kubectl("delete", "configmap", lookalike, "-n", NAMESPACE, "--ignore-not-found")
+        local.kubectl("delete", "configmap", new, lookalike, "-n", NAMESPACE, "--ignore-not-found")

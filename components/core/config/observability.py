@@ -43,8 +43,9 @@ class GoodputConfig(Model):
                                                    "and lost work it models per job")
     record_retention_days: Int(ge=1, le=3650) = Field(
         RECORD_RETENTION_DAYS_DEFAULT, description="days the goodput controller keeps a job's record (`bootstrap "
-                                                   "report`) after the job is deleted, counted from the record's "
-                                                   "last change; a record of a job that is still there is kept")
+                                                   "report`) after the job is deleted (from its hourly sweep that "
+                                                   "first finds the job gone); a record of a job that is there is "
+                                                   "kept")
 
 
 class ObservabilityConfig(Model):

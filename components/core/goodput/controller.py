@@ -39,7 +39,6 @@ CONFIG_ENV = "GPUCLUSTER_GOODPUT_CONFIG"  # <namespace>/<name> of the config Con
 PROMETHEUS_ENV = "GPUCLUSTER_GOODPUT_PROMETHEUS_URL"
 PORT = 8080
 PROMETHEUS_TIMEOUT_SECONDS = 10
-SWEEP_SECONDS = 3600  # how often expired records are looked for (one list of records per namespace)
 # The job kinds, their API (the versions the pinned operators serve: bootstrap/cluster/kinds.py) and their
 # order of precedence: a TrainJob's JobSet has the TrainJob's name, and the TrainJob is the user's object.
 JOB_APIS = {"TrainJob": ("trainer.kubeflow.org/v1alpha1", "trainjobs"),
@@ -226,14 +225,13 @@ class Controller:
                 for uid in ended:
                     self.ended.pop(uid, None)
         self.account(cfg, jobs, pods, nodes, now)
-        if now - self.swept_at >= SWEEP_SECONDS:
+        if now - self.swept_at >= records.SWEEP_SECONDS:
             self.swept_at = now
             try:
-                for namespace, name in self.books.sweep(cfg.namespaces, set(jobs), now, cfg.record_retention_days):
-                    log(f"record {namespace}/{name} deleted: its job is gone and it has not changed for "
-                        f"{cfg.record_retention_days:g} days")
-            except (kubeapi.ApiError, OSError) as err:  # expired records wait for the next sweep
-                log(f"deleting expired records failed: {err}")
+                for line in self.books.sweep(cfg.namespaces, set(jobs), now, cfg.record_retention_days):
+                    log(line)
+            except (kubeapi.ApiError, OSError) as err:  # the next sweep carries on
+                log(f"sweeping the goodput records failed: {err}")
         self.metrics.passed(now, cfg.interval_seconds)
         return cfg
 

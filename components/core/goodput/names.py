@@ -59,3 +59,5 @@ GOODPUT_METRIC = "gpucluster_job_goodput_ratio"  # gauge {namespace, gpucluster_
 # it apart from the check's code ConfigMap, gpucluster-goodput-code, whatever the job is called.
 RECORD_PREFIX = "gpucluster-goodput-job-"
 RECORD_KEY = "record.json"
+# On a record whose job is gone, since when (RFC 3339): the record goes recordRetentionDays after it.
+RECORD_GONE_ANNOTATION = "gpucluster.io/job-gone-since"

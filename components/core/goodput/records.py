@@ -15,7 +15,7 @@ from typing import Any
 
 from . import kubeapi, names
 from .events import timestamp
-from .remediation import JOB_LABEL, POOL_LABEL, Job
+from .remediation import JOB_LABEL, POOL_LABEL, Job, rfc3339
 
 WORKLOADS = "kueue.x-k8s.io/v1beta2"  # Kueue v0.19.2 (bootstrap/cluster/kinds.py)
 MPI_ROLE = "training.kubeflow.org/job-role"  # mpi-operator v0.8.2 v2beta1 JobRoleLabel
@@ -37,27 +37,32 @@ def rank_zero(kind: str, pods: list[dict[str, Any]]) -> list[tuple[dict[str, Any
     return [(p, None) for p in first]
 
 
-def last_changed(config_map: dict[str, Any]) -> float | None:
-    """When the API server last wrote the ConfigMap (its managedFields' times; else its creation)."""
-    meta = config_map.get("metadata") or {}
-    times = [t for f in meta.get("managedFields") or [] if (t := timestamp(f.get("time"))) is not None]
-    return max(times) if times else timestamp(meta.get("creationTimestamp"))
+SWEEP_SECONDS = 3600  # how often the controller sweeps the records (a list of them per namespace)
+SWEEP_SAYS = {"mark": "its job is gone; the record is deleted in {days:g} days unless the job comes back",
+              "unmark": "its job is back; the record is kept", "delete": "deleted, its job gone for {days:g} days"}
 
 
-def expired(config_maps: list[dict[str, Any]], live: set[str], now: float, retention_days: float) -> list[str]:
-    """The names of the records to delete: a record's (its name and its job label agree), whose job is not among
-    `live` and which has not changed for `retention_days`. A job deleted and created again under its name is
-    live: its record starts afresh (accounting.merge, by the job's uid) and is kept."""
-    out = []
+def sweep_plan(config_maps: list[dict[str, Any]], live: set[str], now: float,
+               retention_days: float) -> dict[str, list[str]]:
+    """What the sweep does to each record (a ConfigMap whose name and job label agree) by name: "mark" the records
+    whose job is not among `live` with the time it is first found gone, "unmark" the records of jobs there again,
+    "delete" the records whose job has been gone for `retention_days`. Counting from when the job went, not from
+    the record's last change: a job that finished long ago keeps its record that long after it is deleted."""
+    plan: dict[str, list[str]] = {"mark": [], "unmark": [], "delete": []}
     for config_map in config_maps:
         meta = config_map.get("metadata") or {}
         job = (meta.get("labels") or {}).get(JOB_LABEL)
-        if (job is None or meta.get("name") != names.RECORD_PREFIX + job or job in live
-                or (changed := last_changed(config_map)) is None):
+        if job is None or meta.get("name") != names.RECORD_PREFIX + job:
             continue
-        if now - changed > retention_days * 86400:
-            out.append(meta["name"])
-    return sorted(out)
+        marked = (meta.get("annotations") or {}).get(names.RECORD_GONE_ANNOTATION)
+        if job in live:
+            if marked is not None:
+                plan["unmark"].append(meta["name"])
+        elif (since := timestamp(marked)) is None:  # not marked (or unreadably): gone from now
+            plan["mark"].append(meta["name"])
+        elif now - since >= retention_days * 86400:
+            plan["delete"].append(meta["name"])
+    return {what: sorted(found) for what, found in plan.items()}
 
 
 class NotARecord(Exception):
@@ -127,13 +132,18 @@ class Books:
         return acc.breakdown(record, now)
 
     def sweep(self, namespaces: tuple[str, ...], live: set[tuple[str, str]], now: float,
-              retention_days: float) -> list[tuple[str, str]]:
-        """Delete the expired records (`expired`) of each namespace; `live`: (namespace, name) of every job there.
-        The (namespace, name) of each record deleted."""
-        deleted = []
+              retention_days: float) -> list[str]:
+        """Carry out each namespace's sweep_plan; `live`: (namespace, name) of every job there. A line for each
+        record it marked, unmarked or deleted."""
+        said = []
         for namespace in namespaces:
             found = self.api.list(kubeapi.path("v1", "configmaps", namespace), JOB_LABEL)
-            jobs = {name for ns, name in live if ns == namespace}
-            deleted += [(namespace, name) for name in expired(found, jobs, now, retention_days)
-                        if self.api.delete(kubeapi.path("v1", "configmaps", namespace, name))]
-        return deleted
+            plan = sweep_plan(found, {name for ns, name in live if ns == namespace}, now, retention_days)
+            for what, since in (("mark", rfc3339(now)), ("unmark", None)):
+                for name in plan[what]:
+                    self.api.merge_patch(kubeapi.path("v1", "configmaps", namespace, name), {
+                        "metadata": {"annotations": {names.RECORD_GONE_ANNOTATION: since}}})
+                    said.append(f"record {namespace}/{name}: " + SWEEP_SAYS[what].format(days=retention_days))
+            said += [f"record {namespace}/{name}: " + SWEEP_SAYS["delete"].format(days=retention_days)
+                     for name in plan["delete"] if self.api.delete(kubeapi.path("v1", "configmaps", namespace, name))]
+        return said

@@ -117,7 +117,7 @@ def rbac(cfg: StackConfig) -> list[dict[str, Any]]:
             _rule([""], ["pods"], ["list", "watch", "delete"]),
             _rule([""], ["pods/log"], ["get"]),
             _rule([""], ["events"], ["create"]),
-            _rule([""], ["configmaps"], ["get", "list", "create", "update", "delete"]),  # records
+            _rule([""], ["configmaps"], ["get", "list", "create", "update", "patch", "delete"]),  # records
             _rule(["kueue.x-k8s.io"], ["workloads"], ["list"]),
             _rule(["trainer.kubeflow.org"], ["trainjobs"], ["get", "list", "patch"]),
             _rule(["kubeflow.org"], ["mpijobs"], ["get", "list", "patch"]),
