@@ -164,6 +164,9 @@ class FakeKube:
         if method == "GET":
             return 200, coll[name]
         if method == "DELETE":
+            wanted = (body or {}).get("preconditions") or {}  # DeleteOptions: 409 Conflict when they do not hold
+            if any(coll[name]["metadata"].get(k) != v for k, v in wanted.items()):
+                return self._status(409, "Conflict", f"Precondition failed: {wanted}")
             obj = coll.pop(name)
             self._delete_dependents(obj["metadata"]["uid"])
             return 200, {"kind": "Status", "apiVersion": "v1", "status": "Success"}

@@ -261,60 +261,104 @@ def test_a_record_never_takes_the_name_or_place_of_another_config_map(kube, caps
             "label): left alone, the job is not accounted") in said and "Traceback" not in said
 
 
-def record_map(job: str, gone_since: str | None = None, name: str | None = None, label: str | None = None) -> dict:
+def record_map(job: str, gone_since: str | None = None, name: str | None = None, label: str | None = None,
+               kind: str = "TrainJob") -> dict:
     meta = {"name": name or names.RECORD_PREFIX + job, "namespace": "training",
             "labels": {"app.kubernetes.io/part-of": "gpucluster", "gpucluster.io/job": label or job}}
     if gone_since is not None:
         meta["annotations"] = {names.RECORD_GONE_ANNOTATION: gone_since}
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {names.RECORD_KEY: "{}"}}
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta,
+            "data": {names.RECORD_KEY: json.dumps({"kind": kind, "name": job})}}
 
 
 def test_a_record_is_deleted_once_its_job_has_been_gone_for_the_retention_and_no_other(kube, capsys):
     where = "/api/v1/namespaces/training/configmaps"
     days = 90
+    long_ago = "2026-01-01T00:00:00Z"
+    kube.fail[("GET", "/apis/kubeflow.org/v2beta1/namespaces/training/mpijobs")] = (404, "the server could not find "
+                                                                                    "the requested resource")
     kube.add(record_map("gone-long", "2026-09-01T10:10:00Z"))  # gone 90 days at NOW
     kube.add(record_map("gone-recently", "2026-09-01T10:10:01Z"))  # 1 s short of the 90 days
     kube.add(record_map("gone-now"))  # not marked yet: gone from this sweep on
-    kube.add(record_map("llm", "2026-01-01T00:00:00Z"))  # marked, but the job is there: this pass rewrites it
-    kube.add(record_map("other", "2026-01-01T00:00:00Z", name="gpucluster-goodput-job-x"))  # name, label disagree
+    kube.add(record_map("llm", long_ago))  # marked, but the job is there: this pass rewrites it
+    kube.add(record_map("other", long_ago, name="gpucluster-goodput-job-x"))  # name and label disagree
+    kube.add(record_map("mpi", long_ago, kind="MPIJob"))  # its kind's list failed: nothing known of its job
+    unlabelled = record_map("bare", long_ago)
+    del unlabelled["metadata"]["labels"]["app.kubernetes.io/part-of"]  # not written by the controller
+    kube.add(unlabelled)
     kube.add({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "user-settings", "namespace": "training"}})
     ctl = make(kube)
     assert ctl.config().record_retention_days == days  # prod's default, as rendered
     ctl.pass_once(NOW)
     stored = kube.collections[where]
-    assert set(stored) == {names.RECORD_PREFIX + "gone-recently", names.RECORD_PREFIX + "gone-now",
-                           names.RECORD_PREFIX + "llm", "gpucluster-goodput-job-x", "user-settings"}
+    assert set(stored) == {names.RECORD_PREFIX + x for x in ("gone-recently", "gone-now", "llm", "x", "mpi", "bare")
+                           } | {"user-settings"}
     gone = names.RECORD_GONE_ANNOTATION
     assert stored[names.RECORD_PREFIX + "gone-now"]["metadata"]["annotations"] == {gone: "2026-11-30T10:10:00Z"}
     assert gone not in (stored[names.RECORD_PREFIX + "llm"]["metadata"].get("annotations") or {})
-    assert stored["gpucluster-goodput-job-x"]["metadata"]["annotations"] == {gone: "2026-01-01T00:00:00Z"}
+    for untouched in ("x", "mpi", "bare"):
+        assert stored[names.RECORD_PREFIX + untouched]["metadata"]["annotations"] == {gone: long_ago}
     said = capsys.readouterr().out
     for line in (f"record training/{names.RECORD_PREFIX}gone-long: deleted, its job gone for {days} days",
                  f"record training/{names.RECORD_PREFIX}gone-now: its job is gone; the record is deleted in {days} "
-                 "days unless the job comes back"):
+                 "days unless the job comes back",
+                 "kubeflow.org/v2beta1 mpijobs: not served (404); their jobs are not accounted"):
         assert line in said
     lists = [q for q in kube.requests if q.method == "GET" and q.path == where]
-    assert [q.query.get("labelSelector") for q in lists] == ["gpucluster.io/job"]
+    assert [q.query.get("labelSelector") for q in lists] == ["gpucluster.io/job,app.kubernetes.io/part-of=gpucluster"]
     ctl.pass_once(NOW + 10)  # within the hour: not looked at again
     assert len([q for q in kube.requests if q.method == "GET" and q.path == where]) == 1
     # A record marked while its job was there (a list that missed it) and not rewritten since: the mark goes.
     kube.collections[where][names.RECORD_PREFIX + "llm"]["metadata"]["annotations"] = {gone: "2026-11-30T10:10:00Z"}
     ctl.pass_once(NOW + records.SWEEP_SECONDS)  # an hour on: gone-recently is past its 90 days, gone-now is not
-    assert set(kube.collections[where]) == {names.RECORD_PREFIX + "gone-now", names.RECORD_PREFIX + "llm",
-                                            "gpucluster-goodput-job-x", "user-settings"}
+    assert set(kube.collections[where]) == {names.RECORD_PREFIX + x for x in ("gone-now", "llm", "x", "mpi", "bare")
+                                            } | {"user-settings"}
     assert not kube.collections[where][names.RECORD_PREFIX + "llm"]["metadata"].get("annotations")
     assert f"record training/{names.RECORD_PREFIX}llm: its job is back; the record is kept" in capsys.readouterr().out
+
+
+def test_the_sweep_writes_only_the_version_it_listed_and_goes_on_past_a_namespace_it_cannot_list(kube):
+    where = "/api/v1/namespaces/training/configmaps"
+    kube.add(record_map("gone-long", "2026-01-01T00:00:00Z"))
+    kube.add(record_map("gone-now"))
+    kube.fail[("GET", "/api/v1/namespaces/vision/configmaps")] = (403, "configmaps is forbidden")
+
+    class Racing(kubeapi.Client):
+        """Each record is rewritten (the accounting's write) between the sweep's list and its writes."""
+
+        def list(self, path, label_selector=None, field_selector=None):
+            items = super().list(path, label_selector, field_selector)
+            for config_map in kube.collections.get(path, {}).values():
+                config_map["metadata"]["resourceVersion"] = str(int(config_map["metadata"]["resourceVersion"]) + 1)
+            return items
+
+    said = records.Books(Racing(kube.url), accounting).sweep(("vision", "training"), set(), {"TrainJob"}, NOW, 90)
+    # Nothing said of training's: the record rewritten since the list is left to the next sweep (409), quietly.
+    assert said == ["records in vision: not swept: GET /api/v1/namespaces/vision/configmaps: 403 configmaps is "
+                    "forbidden"]
+    assert set(kube.collections[where]) >= {names.RECORD_PREFIX + "gone-long", names.RECORD_PREFIX + "gone-now"}
+    assert "annotations" not in kube.collections[where][names.RECORD_PREFIX + "gone-now"]["metadata"]
+    deletes = [q for q in kube.requests if q.method == "DELETE"]
+    assert [q.body["preconditions"]["uid"] for q in deletes] == [
+        kube.collections[where][names.RECORD_PREFIX + "gone-long"]["metadata"]["uid"]]
 
 
 def test_the_sweep_counts_from_when_the_job_went_and_forgets_it_when_the_job_is_back():
     now = 100 * 86400.0  # day 100 of 1970
     maps = [record_map("a", "1970-01-11T00:00:00Z"), record_map("b"), record_map("c", "1970-03-27T00:00:00Z"),
             record_map("d", "1970-01-11T00:00:00Z"), record_map("e", "yesterday"), record_map("f")]
-    assert records.sweep_plan(maps, {"d", "f"}, now, 90) == {
+
+    def plan(live, days, kinds=frozenset({"TrainJob"})):
+        return {what: [c["metadata"]["name"] for c in found]
+                for what, found in records.sweep_plan(maps, live, set(kinds), now, days).items()}
+    assert plan({"d", "f"}, 90) == {
         "mark": [names.RECORD_PREFIX + "b", names.RECORD_PREFIX + "e"],  # e's mark unreadable: gone from now
         "unmark": [names.RECORD_PREFIX + "d"], "delete": [names.RECORD_PREFIX + "a"]}  # a: day 10, 90 days ago
-    assert records.sweep_plan(maps, set(), now, 90.5)["delete"] == []
-    assert records.sweep_plan(maps, set(), now, 15)["delete"] == [names.RECORD_PREFIX + x for x in "acd"]
+    assert plan(set(), 90.5)["delete"] == []
+    assert plan(set(), 15)["delete"] == [names.RECORD_PREFIX + x for x in "acd"]
+    assert plan(set(), 15, {"MPIJob"}) == {"mark": [], "unmark": [], "delete": []}  # TrainJobs not listed
+    maps[0]["data"][names.RECORD_KEY] = "not JSON"  # a record of no kind that can be read: left alone
+    assert plan(set(), 15)["delete"] == [names.RECORD_PREFIX + x for x in "cd"]
 
 
 def test_the_config_names_every_mode_and_the_prometheus_override_wins():

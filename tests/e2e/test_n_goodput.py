@@ -354,7 +354,8 @@ def test_a_record_whose_job_is_gone_is_marked_then_deleted_after_the_retention_a
                 "labels": {"app.kubernetes.io/part-of": "gpucluster", remediation.JOB_LABEL: job}}
         if gone_since:
             meta["annotations"] = {names.RECORD_GONE_ANNOTATION: gone_since}
-        return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {names.RECORD_KEY: "{}"}}
+        return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta,
+                "data": {names.RECORD_KEY: json.dumps({"kind": "TrainJob", "name": job})}}
 
     def record_maps() -> dict[str, dict]:
         return {c["metadata"]["name"]: c for c in local.get("configmaps", namespace=NAMESPACE,
@@ -384,4 +385,4 @@ def test_a_record_whose_job_is_gone_is_marked_then_deleted_after_the_retention_a
         assert f"record {NAMESPACE}/{new}: its job is gone; the record is deleted in 90 days" in said
         assert [p["metadata"]["name"] for p in running(local, "keeper")] == [p["metadata"]["name"] for p in pods]
     finally:
-        local.kubectl("delete", "configmap", new, lookalike, "-n", NAMESPACE, "--ignore-not-found")
+        local.kubectl("delete", "configmap", old, new, lookalike, "-n", NAMESPACE, "--ignore-not-found")

@@ -146,6 +146,7 @@ class Controller:
         self.said: set[str] = set()  # log lines said once (a skip repeats every pass)
         self.prometheus_error: str | None = None
         self.swept_at = -float("inf")
+        self.listed_kinds: set[str] = set()
 
     def say_once(self, text: str) -> None:
         if text not in self.said:
@@ -176,14 +177,18 @@ class Controller:
         return remediation.alert_signals(answer, cfg.alerts)
 
     def jobs(self, namespaces: tuple[str, ...]) -> dict[tuple[str, str], Job]:
+        """The jobs of every kind; self.listed_kinds: the kinds whose API answered (a 404 says nothing of jobs)."""
         found: dict[tuple[str, str], Job] = {}
+        self.listed_kinds = set(JOB_APIS)
         for kind, (api_version, plural) in JOB_APIS.items():
             for namespace in namespaces:
                 try:
                     items = self.api.list(path(api_version, plural, namespace))
                 except kubeapi.ApiError as err:
-                    if err.status != 404:  # 404: the operator's CRD is not installed
+                    if err.status != 404:  # 404: the operator's CRD is not installed (or not at this version)
                         raise
+                    self.say_once(f"{api_version} {plural}: not served (404); their jobs are not accounted")
+                    self.listed_kinds.discard(kind)
                     items = []
                 for obj in items:
                     key = (namespace, obj["metadata"]["name"])
@@ -227,11 +232,9 @@ class Controller:
         self.account(cfg, jobs, pods, nodes, now)
         if now - self.swept_at >= records.SWEEP_SECONDS:
             self.swept_at = now
-            try:
-                for line in self.books.sweep(cfg.namespaces, set(jobs), now, cfg.record_retention_days):
-                    log(line)
-            except (kubeapi.ApiError, OSError) as err:  # the next sweep carries on
-                log(f"sweeping the goodput records failed: {err}")
+            for line in self.books.sweep(cfg.namespaces, set(jobs), self.listed_kinds, now,
+                                         cfg.record_retention_days):
+                log(line)
         self.metrics.passed(now, cfg.interval_seconds)
         return cfg
 

@@ -121,10 +121,12 @@ class Client:
         """RFC 6902: a `test` operation first makes the patch conditional (409/422 when it fails)."""
         return self.call("PATCH", path, operations, content_type=JSON_PATCH)
 
-    def delete(self, path: str) -> bool:
-        """Whether there was something to delete."""
+    def delete(self, path: str, preconditions: dict[str, str] | None = None) -> bool:
+        """Whether there was something to delete; `preconditions` (uid, resourceVersion): only that version of it
+        (409 otherwise)."""
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": preconditions} if preconditions else None
         try:
-            self.call("DELETE", path)
+            self.call("DELETE", path, body)
             return True
         except ApiError as err:
             if err.status == 404:

@@ -40,29 +40,41 @@ def rank_zero(kind: str, pods: list[dict[str, Any]]) -> list[tuple[dict[str, Any
 SWEEP_SECONDS = 3600  # how often the controller sweeps the records (a list of them per namespace)
 SWEEP_SAYS = {"mark": "its job is gone; the record is deleted in {days:g} days unless the job comes back",
               "unmark": "its job is back; the record is kept", "delete": "deleted, its job gone for {days:g} days"}
+# The records' labels (Books.job writes both): the sweep lists only ConfigMaps with both.
+RECORD_SELECTOR = f"{JOB_LABEL},app.kubernetes.io/part-of=gpucluster"
 
 
-def sweep_plan(config_maps: list[dict[str, Any]], live: set[str], now: float,
-               retention_days: float) -> dict[str, list[str]]:
-    """What the sweep does to each record (a ConfigMap whose name and job label agree) by name: "mark" the records
-    whose job is not among `live` with the time it is first found gone, "unmark" the records of jobs there again,
-    "delete" the records whose job has been gone for `retention_days`. Counting from when the job went, not from
-    the record's last change: a job that finished long ago keeps its record that long after it is deleted."""
-    plan: dict[str, list[str]] = {"mark": [], "unmark": [], "delete": []}
+def _record_kind(config_map: dict[str, Any]) -> str | None:
+    try:
+        record = json.loads((config_map.get("data") or {}).get(names.RECORD_KEY) or "null")
+    except ValueError:
+        return None
+    return record.get("kind") if isinstance(record, dict) else None
+
+
+def sweep_plan(config_maps: list[dict[str, Any]], live: set[str], listed_kinds: set[str], now: float,
+               retention_days: float) -> dict[str, list[dict[str, Any]]]:
+    """What the sweep does to each record (a ConfigMap whose name and job label agree, holding a record of a job
+    kind in `listed_kinds`, the kinds whose jobs were listed: a kind whose list failed says nothing of its jobs):
+    "mark" the records whose job is not among `live` with the time it is first found gone, "unmark" the records of
+    jobs there again, "delete" the records whose job has been gone for `retention_days`. Counting from when the job
+    went, not from the record's last change: a job that finished long ago keeps its record that long after it is
+    deleted."""
+    plan: dict[str, list[dict[str, Any]]] = {"mark": [], "unmark": [], "delete": []}
     for config_map in config_maps:
         meta = config_map.get("metadata") or {}
         job = (meta.get("labels") or {}).get(JOB_LABEL)
-        if job is None or meta.get("name") != names.RECORD_PREFIX + job:
+        if job is None or meta.get("name") != names.RECORD_PREFIX + job or _record_kind(config_map) not in listed_kinds:
             continue
         marked = (meta.get("annotations") or {}).get(names.RECORD_GONE_ANNOTATION)
         if job in live:
             if marked is not None:
-                plan["unmark"].append(meta["name"])
+                plan["unmark"].append(config_map)
         elif (since := timestamp(marked)) is None:  # not marked (or unreadably): gone from now
-            plan["mark"].append(meta["name"])
+            plan["mark"].append(config_map)
         elif now - since >= retention_days * 86400:
-            plan["delete"].append(meta["name"])
-    return {what: sorted(found) for what, found in plan.items()}
+            plan["delete"].append(config_map)
+    return {what: sorted(found, key=lambda c: c["metadata"]["name"]) for what, found in plan.items()}
 
 
 class NotARecord(Exception):
@@ -131,19 +143,35 @@ class Books:
                 self.api.replace(where, body)
         return acc.breakdown(record, now)
 
-    def sweep(self, namespaces: tuple[str, ...], live: set[tuple[str, str]], now: float,
+    def sweep(self, namespaces: tuple[str, ...], live: set[tuple[str, str]], listed_kinds: set[str], now: float,
               retention_days: float) -> list[str]:
-        """Carry out each namespace's sweep_plan; `live`: (namespace, name) of every job there. A line for each
-        record it marked, unmarked or deleted."""
+        """Carry out each namespace's sweep_plan, each write conditional on the version listed (a record rewritten
+        or replaced since is left to the next sweep); `live`: (namespace, name) of every job there. A line for
+        each record marked, unmarked or deleted, and for each that failed."""
         said = []
         for namespace in namespaces:
-            found = self.api.list(kubeapi.path("v1", "configmaps", namespace), JOB_LABEL)
-            plan = sweep_plan(found, {name for ns, name in live if ns == namespace}, now, retention_days)
-            for what, since in (("mark", rfc3339(now)), ("unmark", None)):
-                for name in plan[what]:
-                    self.api.merge_patch(kubeapi.path("v1", "configmaps", namespace, name), {
-                        "metadata": {"annotations": {names.RECORD_GONE_ANNOTATION: since}}})
-                    said.append(f"record {namespace}/{name}: " + SWEEP_SAYS[what].format(days=retention_days))
-            said += [f"record {namespace}/{name}: " + SWEEP_SAYS["delete"].format(days=retention_days)
-                     for name in plan["delete"] if self.api.delete(kubeapi.path("v1", "configmaps", namespace, name))]
+            try:
+                found = self.api.list(kubeapi.path("v1", "configmaps", namespace), RECORD_SELECTOR)
+            except (kubeapi.ApiError, OSError) as err:
+                said.append(f"records in {namespace}: not swept: {err}")
+                continue
+            plan = sweep_plan(found, {name for ns, name in live if ns == namespace}, listed_kinds, now,
+                              retention_days)
+            for what, config_map in ((w, c) for w in ("mark", "unmark", "delete") for c in plan[w]):
+                meta = config_map["metadata"]
+                where = kubeapi.path("v1", "configmaps", namespace, meta["name"])
+                try:
+                    if what == "delete":
+                        done = self.api.delete(where, {"uid": meta["uid"], "resourceVersion": meta["resourceVersion"]})
+                    else:
+                        self.api.merge_patch(where, {"metadata": {"resourceVersion": meta["resourceVersion"],
+                                                                  "annotations": {names.RECORD_GONE_ANNOTATION: (
+                                                                      rfc3339(now) if what == "mark" else None)}}})
+                        done = True
+                except kubeapi.ApiError as err:
+                    if err.status not in (404, 409):  # gone or changed since the list: the next sweep sees it
+                        said.append(f"record {namespace}/{meta['name']}: {what} failed: {err}")
+                    continue
+                if done:
+                    said.append(f"record {namespace}/{meta['name']}: " + SWEEP_SAYS[what].format(days=retention_days))
         return said

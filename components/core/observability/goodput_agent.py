@@ -12,8 +12,10 @@ Prometheus. It always runs then (accounting is useful everywhere); what it does 
 
 Rights, least: nodes get/list/patch (cluster-wide: quarantine); in each training namespace only (a RoleBinding
 to a ClusterRole): pods list/watch/delete and pods/log get, events create, the jobs get/list/patch (the record
-annotation), Kueue Workloads list, ConfigMaps get/create/update (the jobs' records; create cannot be limited
-to names); in its own namespace its config ConfigMap, by name.
+annotation), Kueue Workloads list, ConfigMaps get/list/create/update/patch/delete (the jobs' records: kept,
+marked when their job is gone and deleted after the retention; RBAC cannot limit create, list or delete to a name
+prefix, so the controller deletes only a ConfigMap whose name, labels and record agree, at the version it
+listed); in its own namespace its config ConfigMap, by name.
 """
 
 from __future__ import annotations
